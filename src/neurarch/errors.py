@@ -1,0 +1,70 @@
+"""Every error neurarch raises on purpose.
+
+Each class subclasses both :class:`NeurarchError` and the stdlib error it
+resembles, and carries the fields a caller needs (the path, the field name,
+the model id).  The CLI turns any ``NeurarchError`` into one line on stderr and
+exit code 2; anything else is a bug and is shown in full only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+
+class NeurarchError(Exception):
+    """Base class: a problem with the user's input or environment, not a bug."""
+
+    exit_code = 2
+
+
+class SourceNotFoundError(NeurarchError, FileNotFoundError):
+    """A model spec matched no local path, catalog entry, hub repo or factory."""
+
+    def __init__(self, spec: str, detail: str = ""):
+        self.spec = spec
+        msg = f"no model found for {spec!r}"
+        if detail:
+            msg += f": {detail}"
+        super().__init__(msg)
+
+
+class ConfigError(NeurarchError, ValueError):
+    """A config file that cannot be used: malformed JSON, unknown model type, bad field."""
+
+    def __init__(self, message: str, path: str | None = None, field: str | None = None):
+        self.path = path
+        self.field = field
+        super().__init__(message)
+
+
+class LimitError(ConfigError):
+    """A size outside what neurarch will simulate (zero, negative or absurd)."""
+
+
+class RemoteCodeError(NeurarchError, PermissionError):
+    """The config needs code from the model repo, and the user did not allow it."""
+
+    def __init__(self, model_id: str, reason: str):
+        self.model_id = model_id
+        super().__init__(
+            f"{model_id} needs remote code ({reason}); neurarch never runs it unless you pass "
+            "--trust-remote-code"
+        )
+
+
+class HubError(NeurarchError, ConnectionError):
+    """The Hugging Face Hub could not be reached or refused the request."""
+
+    def __init__(self, repo_id: str, detail: str):
+        self.repo_id = repo_id
+        super().__init__(f"hub: {repo_id}: {detail}")
+
+
+class BuildError(NeurarchError, RuntimeError):
+    """The model class could not be constructed from the config."""
+
+
+class InputError(NeurarchError, ValueError):
+    """Input shape options that do not fit the model (or are out of range)."""
+
+
+class TraceTimeout(NeurarchError, TimeoutError):
+    """The trace took longer than the time limit."""

@@ -1,0 +1,106 @@
+"""The pipeline, top to bottom: source -> build -> trace -> report.
+
+``analyze("microsoft/resnet-50")`` is the whole of ``neurarch-trace`` minus
+rendering.  Later stages (memory plan, cost, verifier) add sections to the
+same :class:`~neurarch.report.Report`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from dataclasses import dataclass, field
+
+from . import __version__
+from .build import build
+from .errors import TraceTimeout
+from .inputs import InputOptions, plan_inputs
+from .report import InputInfo, InputTensor, ModelInfo, PassResult, Report
+from .sources import resolve
+from .trace import trace
+from .trace.counts import build_params
+from .trace.structure import build_structure
+
+DEFAULT_TIMEOUT_S = 300
+
+
+@dataclass
+class Options:
+    """Everything that changes a report (the CLI flags, as one object)."""
+
+    inputs: InputOptions = field(default_factory=InputOptions)
+    depth: int | None = None
+    revision: str | None = None
+    trust_remote_code: bool = False
+    backward: bool = True
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None, what: str):
+    """Raise TraceTimeout after ``seconds`` (main thread only; elsewhere no limit)."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise TraceTimeout(f"{what} took longer than {seconds:g} s (raise the limit with --timeout)")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def analyze(spec: str, options: Options | None = None) -> Report:
+    """Resolve, build and trace a model; return its report."""
+    opts = options or Options()
+    opts.inputs.validate()
+    source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code)
+    with _time_limit(opts.timeout_s, f"tracing {source.id}"):
+        built = build(source)
+        plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
+        result = trace(built.model, plan, backward=opts.backward)
+        params = build_params(built.model, source.checkpoint, built.config)
+        structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
+
+    warnings = []
+    if source.checkpoint is None:
+        warnings.append("no checkpoint was read: the published scalar count is unknown, derived is the graph's own count")
+    elif params.delta and not params.explained:
+        warnings.append(f"derived differs from the checkpoint by {params.delta:+,} scalars and neurarch cannot explain it")
+
+    def outcome(o):
+        return None if o is None else PassResult(ok=o.ok, error=o.error, module=o.module, seconds=round(o.seconds, 3))
+
+    return Report(
+        tool=f"neurarch {__version__}",
+        model=ModelInfo(
+            id=source.id,
+            source=source.kind,
+            provenance=source.provenance,
+            architecture=built.architecture,
+            model_class=built.model_class,
+            model_type=built.model_type,
+            library=built.library,
+            revision=source.revision,
+            notes=[*source.notes, *built.notes],
+        ),
+        input=InputInfo(
+            shape=list(plan.main_shape),
+            batch=plan.batch,
+            seq_len=plan.seq_len,
+            image_size=list(plan.image_size) if plan.image_size else None,
+            tensors=[InputTensor(name=t.name, shape=list(t.shape), dtype=str(t.dtype).replace("torch.", "")) for t in plan.tensors],
+            how="; ".join(plan.how),
+        ),
+        forward_pass=outcome(result.forward),
+        backward_pass=outcome(result.backward),
+        params=params,
+        structure=structure,
+        warnings=warnings,
+    )

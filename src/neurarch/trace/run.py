@@ -1,0 +1,98 @@
+"""Run the forward and backward pass of a built model on fake tensors."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ..inputs import InputPlan
+from .fake import new_mode, to_fake
+from .recorder import FunctionalOps, Recorder, first_tensor
+
+
+@dataclass
+class PassOutcome:
+    ok: bool
+    error: str | None = None
+    module: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class TraceResult:
+    recorder: Recorder
+    forward: PassOutcome
+    backward: PassOutcome | None
+    unused_parameters: list[str] = field(default_factory=list)
+    output_shape: tuple[int, ...] | None = None
+
+
+def _describe(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if len(msg) > 300:
+        msg = msg[:297] + "..."
+    return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+
+
+def _loss(output) -> torch.Tensor | None:
+    """A scalar to run backward from: the first floating output, summed.
+
+    Summing the output is enough to reach every parameter that takes part in
+    the forward pass; the memory planner uses the task's real loss instead.
+    """
+    t = first_tensor(output)
+    if t is None or not t.dtype.is_floating_point or not t.requires_grad:
+        return None
+    return t.float().sum()
+
+
+def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceResult:
+    mode = new_mode()
+    to_fake(model, mode)
+    rec = Recorder(model)
+    out = None
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings(), mode, FunctionalOps(rec):
+            warnings.simplefilter("ignore")
+            inputs = plan.make()
+            with torch.set_grad_enabled(backward):
+                out = model(**inputs)
+        fwd = PassOutcome(True, seconds=time.perf_counter() - t0)
+    except Exception as e:  # a model that fails its forward pass is a result, not a crash
+        fwd = PassOutcome(False, _describe(e), rec.failed_in, time.perf_counter() - t0)
+    finally:
+        rec.remove()
+    result = TraceResult(rec, fwd, None)
+    t = first_tensor(out) if out is not None else None
+    if t is not None:
+        result.output_shape = tuple(int(d) for d in t.shape)
+    if not fwd.ok or not backward:
+        return result
+
+    t1 = time.perf_counter()
+    loss = _loss(out)
+    if loss is None:
+        result.backward = PassOutcome(False, "the forward output has no floating tensor that requires grad")
+        return result
+    try:
+        with warnings.catch_warnings(), mode:
+            warnings.simplefilter("ignore")
+            loss.backward()
+        result.backward = PassOutcome(True, seconds=time.perf_counter() - t1)
+    except Exception as e:
+        result.backward = PassOutcome(False, _describe(e), None, time.perf_counter() - t1)
+        return result
+    seen: set[int] = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        if p.requires_grad and p.grad is None:
+            result.unused_parameters.append(name)
+        p.grad = None
+    return result
