@@ -8,6 +8,7 @@ same :class:`~neurarch.report.Report`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -56,12 +57,41 @@ def _time_limit(seconds: float | None, what: str):
         signal.signal(signal.SIGALRM, old)
 
 
+class _ListHandler(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        msg = record.getMessage().strip().splitlines()
+        if msg and msg[0] not in self.messages:
+            self.messages.append(msg[0])
+
+
+@contextlib.contextmanager
+def _library_logs():
+    """Collect the warnings transformers logs while building (they become report notes)."""
+    from transformers.utils import logging as hf_logging
+
+    logger = hf_logging.get_logger("transformers")  # also installs transformers' own handler first
+    handler = _ListHandler()
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    logger.handlers = [handler]
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    try:
+        yield handler.messages
+    finally:
+        logger.handlers, level, logger.propagate = saved[0], saved[1], saved[2]
+        logger.setLevel(level)
+
+
 def analyze(spec: str, options: Options | None = None) -> Report:
     """Resolve, build and trace a model; return its report."""
     opts = options or Options()
     opts.inputs.validate()
     source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code)
-    with _time_limit(opts.timeout_s, f"tracing {source.id}"):
+    with _time_limit(opts.timeout_s, f"tracing {source.id}"), _library_logs() as library_warnings:
         built = build(source)
         plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
         result = trace(built.model, plan, backward=opts.backward)
@@ -88,7 +118,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             model_type=built.model_type,
             library=built.library,
             revision=source.revision,
-            notes=[*source.notes, *built.notes],
+            notes=[*source.notes, *built.notes, *(f"transformers says: {w}" for w in library_warnings)],
         ),
         input=InputInfo(
             shape=list(plan.main_shape),

@@ -188,7 +188,11 @@ def compare(g: GraphCounts, ckpt: CheckpointInfo, model: nn.Module, config: Any)
     # Only a recorded total: name a cause only when it accounts for the delta exactly.
     candidates: list[CountDifference] = []
     if g.non_persistent:
-        candidates.append(CountDifference(scalars=-g.non_persistent, cause="the checkpoint stores the non-persistent buffers of the current implementation", tensors=sorted(_group({k: math.prod(v) for k, v in g.non_persistent_names.items()}))))
+        groups = _group({k: math.prod(v) for k, v in g.non_persistent_names.items()})
+        if len(groups) > 1:
+            candidates.append(CountDifference(scalars=-g.non_persistent, cause="the checkpoint stores all non-persistent buffers of the current implementation", tensors=sorted(groups)))
+        for pat, (s, _names) in groups.items():
+            candidates.append(CountDifference(scalars=-s, cause="the checkpoint stores a buffer that the current implementation keeps non-persistent", tensors=[pat]))
     if g.tied_scalars:
         candidates.append(CountDifference(scalars=-g.tied_scalars, cause="the checkpoint stores tied weights once per alias", tensors=[", ".join(t) for t in g.tied]))
     if g.counters:

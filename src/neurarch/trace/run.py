@@ -38,16 +38,34 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
 
 
-def _loss(output) -> torch.Tensor | None:
-    """A scalar to run backward from: the first floating output, summed.
+def _floating_outputs(obj, out: list) -> None:
+    if isinstance(obj, torch.Tensor):
+        if obj.dtype.is_floating_point and obj.requires_grad:
+            out.append(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _floating_outputs(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _floating_outputs(v, out)
 
-    Summing the output is enough to reach every parameter that takes part in
-    the forward pass; the memory planner uses the task's real loss instead.
+
+def _loss(output) -> torch.Tensor | None:
+    """A scalar to run backward from: every floating output that needs grad, summed.
+
+    Summing all outputs (logits, pooled features, hidden states...) reaches
+    every parameter that takes part in the forward pass, so a parameter left
+    without a gradient is truly unused.  The memory planner uses the task's
+    real loss instead.
     """
-    t = first_tensor(output)
-    if t is None or not t.dtype.is_floating_point or not t.requires_grad:
+    ts: list[torch.Tensor] = []
+    _floating_outputs(output, ts)
+    if not ts:
         return None
-    return t.float().sum()
+    loss = ts[0].float().sum()
+    for t in ts[1:]:
+        loss = loss + t.float().sum()
+    return loss
 
 
 def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceResult:

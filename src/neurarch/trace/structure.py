@@ -45,8 +45,7 @@ def build_structure(model: nn.Module, events: list[Event], depth: int | None = N
             is_row = ev.caller_depth == depth or (leaf and ev.caller_depth < depth)
         if not is_row:
             continue
-        if not leaf:
-            inside_row = ev.name
+        inside_row = ev.name  # its submodules and functional ops belong to this row
         if leaf and rtype in ("Identity", "Dropout") and depth is None:
             continue  # no-ops at inference; they clutter the default view
         nodes.append(

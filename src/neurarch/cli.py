@@ -1,0 +1,193 @@
+"""``neurarch-trace``: the command line over :func:`neurarch.analyze`.
+
+    neurarch-trace microsoft/resnet-50
+    neurarch-trace ./my-model/ --format json
+    neurarch-trace a/config.json b/config.json --format jsonl
+    neurarch-trace catalog
+
+Every problem with the input is one line on stderr and exit code 2; a bug is
+one line and exit code 1 (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from . import __version__
+from .errors import NeurarchError
+
+EXIT_USAGE = 2
+EXIT_BUG = 1
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("input shape (the report always prints what was used)")
+    g.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    g.add_argument("--seq-len", type=int, help="tokens per sample for text models (default 2048 decoders / 512 encoders, capped by the model's positions)")
+    g.add_argument("--image-size", type=int, help="image side in pixels (default: the config's image_size, else 224)")
+    g.add_argument("--input-shape", help="per-sample shape for plain modules, e.g. 3,224,224 or 64")
+    g = p.add_argument_group("source")
+    g.add_argument("--revision", help="hub revision (branch, tag or commit); skips the bundled catalog")
+    g.add_argument("--trust-remote-code", action="store_true", help="allow configs that need code from the model repo (auto_map); off by default")
+    g = p.add_argument_group("run")
+    g.add_argument("--no-backward", action="store_true", help="trace the forward pass only")
+    g.add_argument("--timeout", type=float, default=300.0, help="give up on a model after this many seconds (default 300)")
+    g.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def _trace_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="neurarch-trace",
+        description="Rebuild a model from its config on fake tensors (no weights read) and report its layers and exact parameter counts.",
+        epilog="Other commands: `neurarch-trace catalog` lists the bundled offline catalog.",
+    )
+    p.add_argument("models", nargs="+", metavar="MODEL", help="hub id, catalog id, config.json, model folder, timm:NAME, torchvision:NAME or python:FILE.py:Factory")
+    p.add_argument("--format", "-f", choices=["text", "json", "jsonl", "markdown", "html"], default="text")
+    p.add_argument("--depth", type=int, help="layer-table granularity: modules at this depth (default: compute layers, attention/MLP blocks as one row)")
+    p.add_argument("--max-rows", type=int, default=80, help="rows of the layer table in text/markdown (default 80, 0 = all); JSON/HTML always have all")
+    p.add_argument("--share", nargs="?", const="", metavar="PATH", help="also write the HTML page to PATH (default: a temp file) and print its path")
+    p.add_argument("--output", "-o", metavar="PATH", help="write the output to a file instead of stdout")
+    p.add_argument("--version", action="version", version=f"neurarch {__version__}")
+    _add_model_options(p)
+    return p
+
+
+def _catalog_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neurarch-trace catalog", description="List the bundled offline catalog of published configs.")
+    p.add_argument("--format", "-f", choices=["text", "json"], default="text")
+    p.add_argument("--debug", action="store_true")
+    return p
+
+
+def _options(args):
+    from .inputs import InputOptions, parse_shape
+    from .pipeline import Options
+
+    if args.depth is not None and args.depth <= 0:
+        raise NeurarchError(f"--depth must be positive, got {args.depth}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise NeurarchError(f"--timeout must be positive, got {args.timeout}")
+    if args.max_rows is not None and args.max_rows < 0:
+        raise NeurarchError(f"--max-rows must be 0 (all) or positive, got {args.max_rows}")
+    inputs = InputOptions(
+        batch=args.batch,
+        seq_len=args.seq_len,
+        image_size=args.image_size,
+        input_shape=parse_shape(args.input_shape) if args.input_shape else None,
+    )
+    inputs.validate()
+    return Options(
+        inputs=inputs,
+        depth=args.depth,
+        revision=args.revision,
+        trust_remote_code=args.trust_remote_code,
+        backward=not args.no_backward,
+        timeout_s=args.timeout,
+    )
+
+
+def _write(text: str, path: str | None) -> None:
+    if path:
+        Path(path).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+
+
+def _run_trace(argv: list[str]) -> int:
+    args = _trace_parser().parse_args(argv)
+    from .pipeline import analyze
+    from .render import render
+
+    opts = _options(args)
+    max_rows = None if args.max_rows == 0 else args.max_rows
+    reports, failed = [], 0
+    for spec in args.models:
+        try:
+            reports.append(analyze(spec, opts))
+        except NeurarchError as e:
+            if args.debug:
+                raise
+            if len(args.models) == 1:
+                raise
+            print(f"neurarch-trace: error: {spec}: {e}", file=sys.stderr)
+            failed += 1
+    color = args.output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if args.format == "json":
+        text = reports[0].model_dump_json(indent=2) if len(args.models) == 1 else json.dumps([json.loads(r.model_dump_json()) for r in reports], indent=2)
+    elif args.format == "jsonl":
+        text = "\n".join(r.model_dump_json() for r in reports)
+    else:
+        sep = "\n\n" if args.format != "html" else "\n"
+        text = sep.join(render(r, args.format, max_rows=max_rows, color=color) for r in reports)
+    if reports:
+        _write(text, args.output)
+    if args.share is not None and reports:
+        from .render.html import render_html
+
+        for r in reports:
+            path = args.share or tempfile.mkstemp(prefix="neurarch-", suffix=".html")[1]
+            if args.share and len(reports) > 1:
+                path = str(Path(args.share).with_suffix("")) + f"-{len(reports) and reports.index(r)}.html"
+            Path(path).write_text(render_html(r), encoding="utf-8")
+            print(f"shared: {path}", file=sys.stderr)
+    return EXIT_USAGE if failed else 0
+
+
+def _run_catalog(argv: list[str]) -> int:
+    args = _catalog_parser().parse_args(argv)
+    from .sources.catalog import entries
+
+    es = list(entries().values())
+    if args.format == "json":
+        _write(json.dumps([{"id": e.id, "tier": e.tier, "architecture": e.architecture, "model_type": e.model_type, "checkpoint": e.checkpoint_count, "provenance": e.provenance, "checkpoint_source": e.checkpoint_source} for e in es], indent=2), None)
+        return 0
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"Bundled catalog ({len(es)} published configs; tier A = from the Hub page, B = verbatim copy in public code, C = reconstructed)", title_justify="left")
+    for col in ("id", "tier", "architecture", "checkpoint scalars"):
+        t.add_column(col, justify="right" if col.startswith("checkpoint") else "left")
+    for e in es:
+        t.add_row(e.id, e.tier, e.architecture or "—", f"{e.checkpoint_count:,}" if e.checkpoint_count else "—")
+    buf = io.StringIO()
+    Console(file=buf, width=120, color_system=None).print(t)
+    _write(buf.getvalue(), None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    commands = {"catalog": _run_catalog}
+    try:
+        if argv and argv[0] in commands:
+            return commands[argv[0]](argv[1:])
+        return _run_trace(argv)
+    except NeurarchError as e:
+        if debug:
+            raise
+        print(f"neurarch-trace: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("neurarch-trace: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # a bug: one line unless --debug
+        if debug:
+            raise
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"neurarch-trace: internal error: {type(e).__name__}: {msg} (run with --debug for the traceback)", file=sys.stderr)
+        return EXIT_BUG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""One self-contained HTML page (no external assets), what --share writes."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ..report import Report
+from ._common import checkpoint_sentence, n, pass_line, pct, shape
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#1b1f24}
+h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.6em 0}td,th{padding:.2em .7em;border-bottom:1px solid #eee;text-align:left}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}code{font-size:.92em}
+.ok{color:#116329}.bad{color:#b3261e}.meta{color:#57606a}
+"""
+
+
+def render_html(report: Report) -> str:
+    m, p, s = report.model, report.params, report.structure
+    e = escape
+    ok = report.forward_pass.ok and (report.backward_pass is None or report.backward_pass.ok)
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{e(m.id)} — neurarch</title><style>{_CSS}</style></head><body>",
+        f"<h1>{e(m.id)}</h1>",
+        f"<p class=meta>{e(m.source)} — {e(m.provenance)}<br>architecture {e(m.architecture or '—')} (built <code>{e(m.model_class or '?')}</code>, {e(m.library)})"
+        + (f"<br>revision <code>{e(m.revision)}</code>" if m.revision else "")
+        + "</p>",
+    ]
+    if report.input:
+        tensors = ", ".join(f"<code>{e(t.name)}</code> {e(shape(t.shape))} {e(t.dtype)}" for t in report.input.tensors)
+        parts.append(f"<p>Input: {tensors} <span class=meta>({e(report.input.how)})</span></p>")
+    parts.append(f"<p class={'ok' if ok else 'bad'}>{e(pass_line(report))}</p>")
+    for note in m.notes:
+        parts.append(f"<p class=meta>Note: {e(note)}</p>")
+    parts.append("<h2>Parameters</h2><table>")
+    rows = [("parameters (unique, tied once)", n(p.parameters)), ("buffers (persistent)", n(p.buffers))]
+    if p.trainable != p.parameters:
+        rows.insert(1, ("of which trainable", n(p.trainable)))
+    if p.counters:
+        rows.append(("step counters (not counted)", n(p.counters)))
+    if p.non_persistent_buffers:
+        rows.append(("non-persistent buffers (not saved)", n(p.non_persistent_buffers)))
+    rows += [("<b>derived</b> = parameters + buffers", f"<b>{n(p.derived)}</b>"), ("<b>checkpoint</b>", f"<b>{n(p.checkpoint) if p.checkpoint is not None else 'not read'}</b>")]
+    if p.checkpoint is not None:
+        rows.append(("delta", f"{p.delta:+,} ({e(pct(p.delta_pct))})"))
+    for k, v in rows:
+        parts.append(f"<tr><td>{k}</td><td class=num>{v}</td></tr>")
+    parts.append("</table>")
+    if p.checkpoint_source:
+        parts.append(f"<p class=meta>Checkpoint source: {e(p.checkpoint_source)}</p>")
+    parts.append(f"<p>{e(checkpoint_sentence(p))}</p>")
+    if p.differences or p.tied:
+        parts.append("<ul>")
+        for d in p.differences:
+            parts.append(f"<li>{d.scalars:+,}: {e(d.cause)} ({', '.join(f'<code>{e(t)}</code>' for t in d.tensors[:4])})</li>")
+        for group in p.tied:
+            parts.append(f"<li>tied: {' = '.join(f'<code>{e(g)}</code>' for g in group)}</li>")
+        parts.append("</ul>")
+    parts.append(f"<h2>Layers ({s.layers} rows, {s.modules} modules)</h2><table><tr><th class=num>#</th><th>name</th><th>type</th><th>output shape</th><th class=num>params</th></tr>")
+    for node in s.nodes:
+        parts.append(
+            f"<tr><td class=num>{node.index}</td><td><code>{e(node.name)}</code></td><td>{e(node.type)}</td>"
+            f"<td>{e(shape(node.output_shape))}</td><td class=num>{n(node.parameters) if node.parameters else ''}</td></tr>"
+        )
+    parts.append("</table>")
+    if report.warnings:
+        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")
+    parts.append(f"<p class=meta>{e(report.tool)}, report schema {e(report.schema_version)}</p></body></html>\n")
+    return "\n".join(parts)

@@ -1,0 +1,58 @@
+"""The Markdown twin of the report (GitHub-flavoured tables)."""
+
+from __future__ import annotations
+
+from ..report import Report
+from ._common import checkpoint_sentence, n, pass_line, pct, rows, shape
+
+
+def _esc(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
+    m, p, s = report.model, report.params, report.structure
+    out = [f"# {m.id}", ""]
+    out.append(f"- **Source**: {m.source} — {_esc(m.provenance)}")
+    out.append(f"- **Architecture**: {m.architecture or '—'} (built `{m.model_class}`, {m.library})")
+    if m.revision:
+        out.append(f"- **Revision**: `{m.revision}`")
+    if report.input:
+        tensors = ", ".join(f"`{t.name}` {shape(t.shape)} {t.dtype}" for t in report.input.tensors)
+        out.append(f"- **Input**: {tensors} — {_esc(report.input.how)}")
+    out.append(f"- **Trace**: {_esc(pass_line(report))}")
+    for note in m.notes:
+        out.append(f"- **Note**: {_esc(note)}")
+    out += ["", "## Parameters", "", "| | scalars |", "|---|---:|"]
+    out.append(f"| parameters (unique, tied once) | {n(p.parameters)} |")
+    if p.trainable != p.parameters:
+        out.append(f"| of which trainable | {n(p.trainable)} |")
+    out.append(f"| buffers (persistent) | {n(p.buffers)} |")
+    if p.counters:
+        out.append(f"| step counters (not counted) | {n(p.counters)} |")
+    if p.non_persistent_buffers:
+        out.append(f"| non-persistent buffers (not saved) | {n(p.non_persistent_buffers)} |")
+    out.append(f"| **derived** = parameters + buffers | **{n(p.derived)}** |")
+    out.append(f"| **checkpoint** | **{n(p.checkpoint) if p.checkpoint is not None else 'not read'}** |")
+    if p.checkpoint is not None:
+        out.append(f"| delta | {p.delta:+,} ({pct(p.delta_pct)}) |")
+    out.append("")
+    if p.checkpoint_source:
+        out.append(f"Checkpoint source: {_esc(p.checkpoint_source)}")
+        out.append("")
+    out.append(checkpoint_sentence(p))
+    for d in p.differences:
+        out.append(f"- {d.scalars:+,}: {_esc(d.cause)} ({', '.join(f'`{t}`' for t in d.tensors[:4])})")
+    for group in p.tied:
+        out.append(f"- tied: {' = '.join(f'`{g}`' for g in group)}")
+    out += ["", f"## Layers ({s.layers} rows, {s.modules} modules)", "", "| # | name | type | output shape | params |", "|---:|---|---|---|---:|"]
+    for node in rows(report, max_rows):
+        if node is None:
+            out.append(f"| … | ({s.layers - (max_rows or 0)} rows hidden) | | | |")
+            continue
+        out.append(f"| {node.index} | `{node.name}` | {node.type} | {shape(node.output_shape)} | {n(node.parameters) if node.parameters else ''} |")
+    if report.warnings:
+        out += ["", "## Warnings", ""]
+        out += [f"- {_esc(w)}" for w in report.warnings]
+    out += ["", f"<sub>{report.tool}, report schema {report.schema_version}</sub>", ""]
+    return "\n".join(out)
