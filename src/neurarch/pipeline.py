@@ -79,11 +79,17 @@ def _library_logs():
     logger.handlers = [handler]
     logger.setLevel(logging.WARNING)
     logger.propagate = False
+    # FakeTensorMode logs a full traceback at ERROR when an op fails; the
+    # failure is reported in forward_pass.error, so keep stderr to one line.
+    fake_logger = logging.getLogger("torch._subclasses.fake_tensor")
+    fake_level = fake_logger.level
+    fake_logger.setLevel(logging.CRITICAL)
     try:
         yield handler.messages
     finally:
         logger.handlers, level, logger.propagate = saved[0], saved[1], saved[2]
         logger.setLevel(level)
+        fake_logger.setLevel(fake_level)
 
 
 def analyze(spec: str, options: Options | None = None) -> Report:

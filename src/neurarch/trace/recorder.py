@@ -75,12 +75,16 @@ class Recorder:
     _op_counts: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def __post_init__(self):
+        # The root is on the stack too (so a failure in its own forward is
+        # located), but it is not an event: the table lists what is inside it.
+        self._handles.append(self.model.register_forward_pre_hook(lambda m, a: self.stack.append(("", 0))))
+        self._handles.append(self.model.register_forward_hook(lambda m, a, o: self.stack.pop() if self.stack else None))
         for name, mod in self.model.named_modules():
             if mod is self.model:
                 continue
             depth = name.count(".") + 1
             self._handles.append(mod.register_forward_pre_hook(self._pre(name, depth, mod)))
-            self._handles.append(mod.register_forward_hook(self._post(mod), always_call=True))
+            self._handles.append(mod.register_forward_hook(self._post(mod)))
 
     def _pre(self, name: str, depth: int, mod: nn.Module):
         def hook(module, args):
@@ -109,7 +113,7 @@ class Recorder:
         return hook
 
     def record_op(self, op: str, out) -> None:
-        caller, depth = self.stack[-1] if self.stack else ("", 0)
+        caller, depth = self.stack[-1] if self.stack else ("", 0)  # "" = the root module
         k = self._op_counts.get((caller, op), 0)
         self._op_counts[(caller, op)] = k + 1
         t = first_tensor(out)
@@ -119,7 +123,10 @@ class Recorder:
 
     @property
     def failed_in(self) -> str | None:
-        return self.stack[-1][0] if self.stack else None
+        """Qualified name of the innermost module running (the model's class for the root)."""
+        if not self.stack:
+            return None
+        return self.stack[-1][0] or f"{type(self.model).__name__} (the model's own forward)"
 
     def remove(self) -> None:
         for h in self._handles:
