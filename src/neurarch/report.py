@@ -106,3 +106,9 @@ class Report(_Model):
     params: Params
     structure: Structure
     warnings: list[str] = Field(default_factory=list)
+
+
+if __name__ == "__main__":  # python -m neurarch.report > docs/report.schema.json
+    import json
+
+    print(json.dumps(Report.model_json_schema(), indent=2))

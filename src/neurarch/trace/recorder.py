@@ -77,14 +77,21 @@ class Recorder:
     def __post_init__(self):
         # The root is on the stack too (so a failure in its own forward is
         # located), but it is not an event: the table lists what is inside it.
-        self._handles.append(self.model.register_forward_pre_hook(lambda m, a: self.stack.append(("", 0))))
-        self._handles.append(self.model.register_forward_hook(lambda m, a, o: self.stack.pop() if self.stack else None))
+        self._handles.append(self.model.register_forward_pre_hook(self._root_pre))
+        self._handles.append(self.model.register_forward_hook(self._root_post))
         for name, mod in self.model.named_modules():
             if mod is self.model:
                 continue
             depth = name.count(".") + 1
             self._handles.append(mod.register_forward_pre_hook(self._pre(name, depth, mod)))
             self._handles.append(mod.register_forward_hook(self._post(mod)))
+
+    def _root_pre(self, module, args) -> None:
+        self.stack.append(("", 0))
+
+    def _root_post(self, module, args, output) -> None:  # must return None: a value would replace the output
+        if self.stack:
+            self.stack.pop()
 
     def _pre(self, name: str, depth: int, mod: nn.Module):
         def hook(module, args):
