@@ -1,0 +1,231 @@
+"""A tiny Hugging Face Hub on 127.0.0.1 for tests (stdlib http.server, one thread).
+
+It answers the requests ``huggingface_hub`` really makes (read from its
+source: ``file_download.get_hf_file_metadata``, ``hf_hub_download`` and
+``HfApi.get_safetensors_metadata`` / ``parse_safetensors_file_metadata``):
+
+* ``HEAD /{repo_id}/resolve/{revision}/{filename}``: 200 with ``X-Repo-Commit``,
+  ``ETag`` (git blob sha1, or sha256 for LFS files as the real hub does) and
+  ``Content-Length``;
+* ``GET`` of the same URL, whole or with ``Range: bytes=a-b`` (206 +
+  ``Content-Range``);
+* the real hub's error answers: unknown repo -> 401 ``X-Error-Code: RepoNotFound``,
+  gated repo -> 401 ``GatedRepo``, unknown revision -> 404 ``RevisionNotFound``,
+  missing file -> 404 ``EntryNotFound`` (with ``X-Repo-Commit``).
+
+Every request is logged (method, path, Range header, bytes of body sent) so a
+test can prove that no weight bytes were downloaded.  Anything else (say
+``/api/models/...``) is logged and answered 404, so an unexpected call shows up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+RESOLVE = re.compile(r"^/(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    range: str | None
+    body_bytes: int  # bytes of file content sent back
+
+
+@dataclass
+class Repo:
+    commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # sha -> filename -> content
+    refs: dict[str, str] = field(default_factory=dict)  # branch/tag -> sha
+    gated: bool = False
+
+
+def fake_sha(*parts: str) -> str:
+    """A deterministic 40-hex commit id."""
+    return hashlib.sha1("\0".join(parts).encode()).hexdigest()
+
+
+def etag_of(filename: str, content: bytes) -> str:
+    """What the hub uses: sha256 for LFS files, the git blob sha1 otherwise."""
+    if filename.endswith(LFS_SUFFIXES):
+        return hashlib.sha256(content).hexdigest()
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+class FakeHub:
+    """Holds repos and serves them; ``with FakeHub() as hub:`` starts and stops it."""
+
+    def __init__(self) -> None:
+        self.repos: dict[str, Repo] = {}
+        self.requests: list[Request] = []
+        self.fail_get: dict[tuple[str, str], int] = {}  # (repo_id, filename) -> status for GETs (a hub hiccup)
+        self._lock = threading.Lock()
+        self._connections: set = set()  # open client sockets, closed on stop()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- building repos
+    def add_commit(self, repo_id: str, files: dict[str, bytes], refs: tuple[str, ...] = ("main",), gated=False) -> str:
+        """Add a commit holding ``files``; point ``refs`` at it; return its sha."""
+        repo = self.repos.setdefault(repo_id, Repo())
+        repo.gated = repo.gated or gated
+        sha = fake_sha(repo_id, str(len(repo.commits)))
+        repo.commits[sha] = dict(files)
+        for ref in refs:
+            repo.refs[ref] = sha
+        return sha
+
+    # -- serving
+    @property
+    def endpoint(self) -> str:
+        assert self._server is not None, "start() first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "FakeHub":
+        hub = self
+
+        class Handler(_Handler):
+            fake_hub = hub
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-hub", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening AND drop kept-alive connections, so a stopped hub really is gone."""
+        import socket
+
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            with self._lock:
+                conns, self._connections = list(self._connections), set()
+            for conn in conns:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self._thread.join(5)
+            self._server = None
+
+    def __enter__(self) -> "FakeHub":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def log(self, req: Request) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+    def clear_log(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, like the real hub
+    fake_hub: FakeHub
+
+    def log_message(self, *args) -> None:  # keep pytest output clean
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        with self.fake_hub._lock:
+            self.fake_hub._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.fake_hub._lock:
+            self.fake_hub._connections.discard(self.connection)
+        super().finish()
+
+    def do_HEAD(self) -> None:
+        self._serve(send_body=False)
+
+    def do_GET(self) -> None:
+        self._serve(send_body=True)
+
+    # -- helpers
+    def _reply(self, status: int, headers: dict[str, str], body: bytes = b"", send_body: bool = True) -> None:
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if send_body and body:
+            self.wfile.write(body)
+
+    def _error(self, status: int, code: str | None, message: str, send_body: bool, extra: dict | None = None) -> None:
+        headers = {"Content-Type": "application/json", **(extra or {})}
+        if code:
+            headers["X-Error-Code"] = code
+        headers["X-Error-Message"] = message
+        body = ('{"error": "%s"}' % message).encode()
+        self._reply(status, headers, body, send_body)
+
+    def _serve(self, send_body: bool) -> None:
+        path = urlsplit(self.path).path
+        rng = self.headers.get("Range")
+        m = RESOLVE.match(path)
+        if not m:
+            self.fake_hub.log(Request(self.command, path, rng, 0))
+            return self._error(404, None, "Not Found", send_body)
+        repo_id, rev, filename = m["repo"], unquote(m["rev"]), unquote(m["file"])
+        repo = self.fake_hub.repos.get(repo_id)
+        sent = 0
+        try:
+            if repo is None:
+                # The real hub answers 401 for unknown repos (it cannot tell them from private ones).
+                return self._error(401, "RepoNotFound", "Repository not found", send_body)
+            if repo.gated and not self.headers.get("authorization"):
+                return self._error(401, "GatedRepo", "Access to this repo is restricted", send_body)
+            sha = repo.refs.get(rev, rev if rev in repo.commits else None)
+            if sha is None:
+                return self._error(404, "RevisionNotFound", "Invalid rev id: " + rev, send_body)
+            files = repo.commits[sha]
+            if filename not in files:
+                return self._error(404, "EntryNotFound", "Entry not found", send_body, {"X-Repo-Commit": sha})
+            content = files[filename]
+            if self.command == "GET" and (repo_id, filename) in self.fake_hub.fail_get:
+                return self._error(self.fake_hub.fail_get[repo_id, filename], None, "Internal Error", send_body)
+            headers = {
+                "X-Repo-Commit": sha,
+                "ETag": '"%s"' % etag_of(filename, content),
+                "Accept-Ranges": "bytes",
+                "Content-Type": "application/octet-stream",
+            }
+            if rng is None or self.command == "HEAD":
+                sent = len(content) if send_body else 0
+                return self._reply(200, headers, content, send_body)
+            r = RANGE.match(rng.strip())
+            if not r or int(r[1]) >= len(content):
+                headers["Content-Range"] = f"bytes */{len(content)}"
+                return self._error(416, None, "Range Not Satisfiable", send_body, headers)
+            start = int(r[1])
+            end = min(int(r[2]) if r[2] else len(content) - 1, len(content) - 1)
+            body = content[start : end + 1]
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(content)}"
+            sent = len(body)
+            return self._reply(206, headers, body, send_body)
+        finally:
+            self.fake_hub.log(Request(self.command, path, rng, sent))
+
+
+def closed_port() -> int:
+    """A 127.0.0.1 port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
