@@ -213,7 +213,7 @@ def test_end_to_end_single_file(online):
     assert report.model.provenance == f"Hugging Face Hub {GPT2}@{sha}"
     assert report.params.checkpoint == GPT2_2_LAYERS == numel(gpt2_tensors(2))
     assert report.params.derived == GPT2_2_LAYERS  # lm_head tied to wte: counted once
-    assert report.forward_pass.ok  # (backward is the trace's business, tested with the trace)
+    assert report.forward_pass.ok and report.backward_pass.ok
     files = online.repos[GPT2].commits[sha]
     assert len(files["model.safetensors"]) > 4 * GPT2_2_LAYERS  # the file really holds the weights...
     assert_no_weight_bytes(online, files)  # ...and they were not fetched
