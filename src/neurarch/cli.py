@@ -33,6 +33,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-shape", help="per-sample shape for plain modules, e.g. 3,224,224 or 64")
     g = p.add_argument_group("source")
     g.add_argument("--revision", help="hub revision (branch, tag or commit); skips the bundled catalog")
+    g.add_argument("--offline", action="store_true", help="never contact the Hub: bundled catalog and the local HF cache only (as HF_HUB_OFFLINE=1)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow configs that need code from the model repo (auto_map); off by default")
     g = p.add_argument_group("run")
     g.add_argument("--no-backward", action="store_true", help="trace the forward pass only")
@@ -86,6 +87,7 @@ def _options(args):
         depth=args.depth,
         revision=args.revision,
         trust_remote_code=args.trust_remote_code,
+        offline=True if args.offline else None,
         backward=not args.no_backward,
         timeout_s=args.timeout,
     )

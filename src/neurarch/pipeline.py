@@ -34,6 +34,7 @@ class Options:
     depth: int | None = None
     revision: str | None = None
     trust_remote_code: bool = False
+    offline: bool | None = None  # None: follow HF_HUB_OFFLINE
     backward: bool = True
     timeout_s: float | None = DEFAULT_TIMEOUT_S
 
@@ -96,7 +97,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
     """Resolve, build and trace a model; return its report."""
     opts = options or Options()
     opts.inputs.validate()
-    source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code)
+    source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code, offline=opts.offline)
     with _time_limit(opts.timeout_s, f"tracing {source.id}"), _library_logs() as library_warnings:
         built = build(source)
         plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
