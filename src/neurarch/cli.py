@@ -27,10 +27,19 @@ EXIT_BUG = 1
 
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("input shape (the report always prints what was used)")
-    g.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    g.add_argument("--batch", type=int, help="batch size: of the trace (default 1) and of a priced run (default 32, or the largest that fits)")
     g.add_argument("--seq-len", type=int, help="tokens per sample for text models (default 2048 decoders / 512 encoders, capped by the model's positions)")
     g.add_argument("--image-size", type=int, help="image side in pixels (default: the config's image_size, else 224)")
     g.add_argument("--input-shape", help="per-sample shape for plain modules, e.g. 3,224,224 or 64")
+    g = p.add_argument_group("plan: what it costs to run (--cost; --plan adds it)")
+    g.add_argument("--cost", action="store_true", help="price a training run on every card (roofline estimate)")
+    g.add_argument("--plan", action="store_true", help="the full plan: cost of a training run on every card")
+    g.add_argument("--epochs", type=int, default=10, help="epochs of the run (default 10)")
+    g.add_argument("--samples", type=int, help="samples per epoch (default 50,000)")
+    g.add_argument("--tokens", type=int, help="tokens per epoch, for language models (instead of --samples)")
+    g.add_argument("--precision", default="bf16-mixed", help="fp32 | bf16-mixed (default) | fp16-mixed | bf16")
+    g.add_argument("--card", action="append", default=[], metavar="CARD", help="headline card (default A10G); NAME:GB adds a custom card; repeatable")
+    g.add_argument("--price", action="append", default=[], metavar="CARD=USD", help="override a card's on-demand price per hour; repeatable")
     g = p.add_argument_group("source")
     g.add_argument("--revision", help="hub revision (branch, tag or commit); skips the bundled catalog")
     g.add_argument("--offline", action="store_true", help="never contact the Hub: bundled catalog and the local HF cache only (as HF_HUB_OFFLINE=1)")
@@ -76,12 +85,35 @@ def _options(args):
     if args.max_rows is not None and args.max_rows < 0:
         raise NeurarchError(f"--max-rows must be 0 (all) or positive, got {args.max_rows}")
     inputs = InputOptions(
-        batch=args.batch,
+        batch=1 if args.batch is None else args.batch,
         seq_len=args.seq_len,
         image_size=args.image_size,
         input_shape=parse_shape(args.input_shape) if args.input_shape else None,
     )
     inputs.validate()
+    cost = None
+    if args.cost or args.plan:
+        from .pipeline import CostOptions
+
+        prices = {}
+        for item in args.price:
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise NeurarchError(f"--price must look like A10G=1.20, got {item!r}")
+            prices[name.strip()] = value.strip()
+        headline = args.card[0].split(":")[0] if args.card else "A10G"
+        cost = CostOptions(
+            epochs=args.epochs,
+            samples=args.samples,
+            tokens=args.tokens,
+            batch=args.batch,
+            precision=args.precision,
+            card=headline,
+            cards=[c for c in args.card if ":" in c],
+            prices=prices,
+        )
+    elif args.tokens or args.samples or args.price:
+        raise NeurarchError("--samples/--tokens/--price only apply with --cost or --plan")
     return Options(
         inputs=inputs,
         depth=args.depth,
@@ -90,6 +122,7 @@ def _options(args):
         offline=True if args.offline else None,
         backward=not args.no_backward,
         timeout_s=args.timeout,
+        cost=cost,
     )
 
 

@@ -27,6 +27,33 @@ DEFAULT_TIMEOUT_S = 300
 
 
 @dataclass
+class CostOptions:
+    """A training run to price (``--cost`` / ``--plan``)."""
+
+    epochs: int = 10
+    samples: int | None = None  # per epoch; default 50,000 when tokens is None
+    tokens: int | None = None  # per epoch, for language models
+    batch: int | None = None  # default 32, or the largest that fits
+    precision: str = "bf16-mixed"
+    card: str = "A10G"  # the headline card
+    cards: list = field(default_factory=list)  # extra cards (custom NAME:GB or built-in names)
+    prices: dict = field(default_factory=dict)  # card name -> USD per hour override
+
+    def validate(self) -> None:
+        from .cost import PRECISIONS
+        from .errors import InputError
+
+        for name in ("epochs", "samples", "tokens", "batch"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v <= 0):
+                raise InputError(f"--{name} must be a positive integer, got {v}")
+        if self.epochs > 100_000 or (self.samples or 0) > 10**13 or (self.tokens or 0) > 10**16:
+            raise InputError("--epochs/--samples/--tokens are beyond neurarch's limits (1e5 epochs, 1e13 samples, 1e16 tokens)")
+        if self.precision not in PRECISIONS:
+            raise InputError(f"unknown --precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
+
+
+@dataclass
 class Options:
     """Everything that changes a report (the CLI flags, as one object)."""
 
@@ -37,6 +64,7 @@ class Options:
     offline: bool | None = None  # None: follow HF_HUB_OFFLINE
     backward: bool = True
     timeout_s: float | None = DEFAULT_TIMEOUT_S
+    cost: CostOptions | None = None  # price a training run
 
 
 @contextlib.contextmanager
@@ -93,10 +121,52 @@ def _library_logs():
         fake_logger.setLevel(fake_level)
 
 
+def _cards(c: CostOptions):
+    """The cards to price: every built-in card, plus custom ones, prices overridden."""
+    from .cards import builtin_cards, find, parse_card, with_price
+
+    cards = list(builtin_cards())
+    for spec in c.cards:
+        card = parse_card(spec)
+        cards = [x for x in cards if x.name != card.name] + [card]
+    names = {x.name for x in cards}
+    head = c.card if c.card in names else find(c.card).name
+    c.card = head
+    for name, price in c.prices.items():
+        target = name if name in names else find(name).name
+        cards = [with_price(x, price) if x.name == target else x for x in cards]
+    return cards
+
+
+def _cost(built, source, opts: Options, plan, trainable: int, cards):
+    from .cost import count_step, estimate
+
+    c = opts.cost
+    work = count_step(built.model, built.config, opts.inputs, c.precision, source.default_input_shape)
+    tokens = c.tokens
+    samples = c.samples if c.samples is not None else (None if tokens is not None else 50_000)
+    return estimate(
+        work,
+        cards,
+        precision=c.precision,
+        epochs=c.epochs,
+        samples=samples,
+        tokens=tokens,
+        seq_len=plan.seq_len,
+        batch=c.batch,
+        trainable=trainable,
+        headline_card=c.card,
+    )
+
+
 def analyze(spec: str, options: Options | None = None) -> Report:
     """Resolve, build and trace a model; return its report."""
     opts = options or Options()
     opts.inputs.validate()
+    cards = None
+    if opts.cost is not None:
+        opts.cost.validate()
+        cards = _cards(opts.cost)
     source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code, offline=opts.offline)
     with _time_limit(opts.timeout_s, f"tracing {source.id}"), _library_logs() as library_warnings:
         built = build(source)
@@ -104,6 +174,9 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         result = trace(built.model, plan, backward=opts.backward)
         params = build_params(built.model, source.checkpoint, built.config)
         structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
+        cost = None
+        if opts.cost is not None and result.forward.ok and result.backward is not None and result.backward.ok:
+            cost = _cost(built, source, opts, plan, params.trainable, cards)
 
     warnings = []
     if source.checkpoint is None:
@@ -139,5 +212,6 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         backward_pass=outcome(result.backward),
         params=params,
         structure=structure,
+        cost=cost,
         warnings=warnings,
     )

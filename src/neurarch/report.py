@@ -11,6 +11,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, Field
 
+from .cost.schema import CostSection
+
 SCHEMA_VERSION = "1.0"
 
 
@@ -105,6 +107,7 @@ class Report(_Model):
     backward_pass: Optional[PassResult] = None
     params: Params
     structure: Structure
+    cost: Optional[CostSection] = Field(None, description="What it costs to run (with --plan or --cost).")
     warnings: list[str] = Field(default_factory=list)
 
 

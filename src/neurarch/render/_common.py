@@ -61,3 +61,74 @@ def input_line(report: Report) -> str:
         return "—"
     tensors = ", ".join(f"{t.name} {shape(t.shape)} {t.dtype}" for t in i.tensors)
     return f"{tensors}  ({i.how})"
+
+
+def money(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"${x:,.2f}" if x >= 0.01 else f"${x:.4f}"
+
+
+def hours(x: float | None) -> str:
+    if x is None:
+        return "—"
+    if x < 1:
+        return f"{x * 60:.1f} min"
+    return f"{x:,.1f} h"
+
+
+def flops(x: float | None) -> str:
+    if x is None:
+        return "—"
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if x >= scale:
+            return f"{x / scale:,.2f} {unit}"
+    return f"{x:,.0f} FLOP"
+
+
+def cost_rows(report: Report) -> list[list[str]]:
+    """The "What it costs to run" table: one row per card."""
+    c = report.cost
+    out = []
+    for r in c.cards:
+        mark = " ".join(m for m, on in (("cheapest", r.cheapest), ("fastest", r.fastest)) if on)
+        if r.step_seconds is None:
+            out.append([r.name, str(r.batch) if r.batch else "—", "—", "—", "—", "—", "—", r.note or ""])
+            continue
+        out.append(
+            [
+                r.name,
+                str(r.batch),
+                f"{r.step_seconds * 1000:,.1f} ms",
+                hours(r.run_hours),
+                money(r.usd),
+                f"{100 * r.mfu:.0f} %" if r.mfu is not None else "—",
+                r.bound or "—",
+                "; ".join(x for x in (mark, r.note or "") if x),
+            ]
+        )
+    return out
+
+
+COST_HEADER = ["card", "batch", "step", "run", "cost", "MFU", "bound", ""]
+
+
+def cost_summary(report: Report) -> list[str]:
+    c = report.cost
+    a = c.assumptions
+    data = f"{a.epochs} epochs x {a.tokens:,} tokens" if a.tokens else f"{a.epochs} epochs x {a.samples:,} samples"
+    lines = [
+        f"Estimated one run on {c.headline.card}: {money(c.headline.usd)}, {hours(c.headline.run_hours)} at batch {c.headline.batch} "
+        f"({data}, {a.precision}, roofline estimate)."
+    ]
+    per = f"{flops(c.flops_per_sample)} per sample forward+backward"
+    if c.flops_per_token:
+        per += f", {flops(c.flops_per_token)} per token"
+    lines.append(per + ".")
+    lines.append(
+        f"Assumes {a.compute_efficiency:.0%} of peak tensor rate and {a.bandwidth_efficiency:.0%} of bandwidth ({a.sources}); "
+        f"{a.launch_seconds * 1e6:.0f} us per operator; optimizer {a.optimizer}."
+    )
+    if c.ops_without_formula:
+        lines.append(f"Ops counted as 0 FLOPs (formula failed): {', '.join(c.ops_without_formula)}.")
+    return lines

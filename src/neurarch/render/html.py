@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from ..report import Report
-from ._common import checkpoint_sentence, n, pass_line, pct, shape
+from ._common import COST_HEADER, checkpoint_sentence, cost_rows, cost_summary, n, pass_line, pct, shape
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#1b1f24}
@@ -65,6 +65,12 @@ def render_html(report: Report) -> str:
             f"<td>{e(shape(node.output_shape))}</td><td class=num>{n(node.parameters) if node.parameters else ''}</td></tr>"
         )
     parts.append("</table>")
+    if report.cost is not None:
+        summary = cost_summary(report)
+        parts.append(f"<h2>What it costs to run</h2><p>{e(summary[0])}</p><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in COST_HEADER) + "</tr>")
+        for r in cost_rows(report):
+            parts.append("<tr>" + "".join(f"<td{' class=num' if 1 <= i <= 5 else ''}>{e(x)}</td>" for i, x in enumerate(r)) + "</tr>")
+        parts.append("</table>" + "".join(f"<p class=meta>{e(x)}</p>" for x in summary[1:]))
     if report.warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")
     parts.append(f"<p class=meta>{e(report.tool)}, report schema {e(report.schema_version)}</p></body></html>\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..report import Report
-from ._common import checkpoint_sentence, n, pass_line, pct, rows, shape
+from ._common import COST_HEADER, checkpoint_sentence, cost_rows, cost_summary, n, pass_line, pct, rows, shape
 
 
 def _esc(s: str) -> str:
@@ -51,6 +51,13 @@ def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
             out.append(f"| … | ({s.layers - (max_rows or 0)} rows hidden) | | | |")
             continue
         out.append(f"| {node.index} | `{node.name}` | {node.type} | {shape(node.output_shape)} | {n(node.parameters) if node.parameters else ''} |")
+    if report.cost is not None:
+        out += ["", "## What it costs to run", ""]
+        out += cost_summary(report)[:1] + [""]
+        out.append("| " + " | ".join(COST_HEADER) + " |")
+        out.append("|---|---:|---:|---:|---:|---:|---|---|")
+        out += ["| " + " | ".join(_esc(x) for x in r) + " |" for r in cost_rows(report)]
+        out += [""] + cost_summary(report)[1:]
     if report.warnings:
         out += ["", "## Warnings", ""]
         out += [f"- {_esc(w)}" for w in report.warnings]

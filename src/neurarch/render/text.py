@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..report import Report
-from ._common import checkpoint_sentence, input_line, n, pass_line, pct, rows, shape
+from ._common import COST_HEADER, checkpoint_sentence, cost_rows, cost_summary, input_line, n, pass_line, pct, rows, shape
 
 
 def render_text(report: Report, *, max_rows: int | None = None, color: bool = False, width: int | None = None) -> str:
@@ -63,6 +63,15 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
         con.print(f"  {d.scalars:+,}: {d.cause} ({', '.join(d.tensors[:4])}{' …' if len(d.tensors) > 4 else ''})")
     for group in p.tied:
         con.print(f"tied: {' = '.join(group)}")
+    if report.cost is not None:
+        ct = Table(title="What it costs to run", title_justify="left")
+        for i, h in enumerate(COST_HEADER):
+            ct.add_column(h, justify="right" if 1 <= i <= 5 else "left")
+        for r in cost_rows(report):
+            ct.add_row(*r)
+        con.print(ct)
+        for line in cost_summary(report):
+            con.print(line)
     for w in report.warnings:
         con.print(f"[yellow]warning:[/yellow] {w}")
     return buf.getvalue()

@@ -1,0 +1,233 @@
+"""Roofline estimate of a training run on every priced card.
+
+Each operator's time on a card is the larger of
+
+    FLOPs / (peak tensor rate x COMPUTE_EFFICIENCY)   and   bytes / (bandwidth x BANDWIDTH_EFFICIENCY)
+
+plus a fixed launch overhead; a step is the sum over the forward and backward
+operators plus the optimizer step (memory-bound: it streams parameters,
+gradients and optimizer state).  A run is ``ceil(epochs x samples / batch)``
+steps (or ``epochs x tokens / (batch x seq_len)`` for language models).
+
+The per-op work is traced at batch 2 and batch 3; every op's FLOPs and bytes
+are affine in the batch (weights are read once, activations scale), so the
+work at batch B is extrapolated op by op from those two exact traces, after
+checking that both ran the same op sequence.  (Batch 1 is not used: some
+models take a different path there, e.g. a sum over the batch becomes a copy.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..cards import Card
+from ..inputs import InputOptions, InputPlan, plan_inputs
+from .counter import OpCounter, OpRecord
+from .schema import CostAssumptions, CostCard, CostHeadline, CostSection
+
+# Achievable fractions of peak, measured on an NVIDIA H200 in this project's
+# device notes (2026-10-28): an 8192^3 bf16 matmul through PyTorch ran at
+# 788 TFLOP/s of the 989 dense peak (0.80), a device-to-device copy moved
+# 4.3 TB/s of the 4.8 TB/s datasheet bandwidth (0.90).  Applied to every card:
+# an assumption, documented in the report.
+COMPUTE_EFFICIENCY = 0.80
+BANDWIDTH_EFFICIENCY = 0.90
+# CUDA kernel launch overhead per operator: ~4 us is the commonly measured
+# cost of a kernel launch on current drivers (NVIDIA CUDA C++ Best Practices
+# Guide discusses launch overhead; microbenchmarks report 3-5 us).
+LAUNCH_SECONDS = 4e-6
+# AdamW step bytes per trainable parameter: read param, grad, exp_avg,
+# exp_avg_sq (4 x 4 B), write param, exp_avg, exp_avg_sq (3 x 4 B) = 28 B.
+ADAMW_BYTES_PER_PARAM = 28
+
+PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
+
+
+@dataclass
+class StepWork:
+    """Per-op FLOPs and bytes at batch 2 and 3 (for the affine extrapolation)."""
+
+    ops1: list[OpRecord]
+    ops2: list[OpRecord]
+    unknown: set[str]
+
+    def at(self, batch: int) -> list[tuple[float, float, bool, bool]]:
+        """(flops, bytes, matmul, causal) of each op at this batch."""
+        k = batch - 2
+        return [
+            (a.flops + (b.flops - a.flops) * k, a.bytes + (b.bytes - a.bytes) * k, a.matmul, a.causal)
+            for a, b in zip(self.ops1, self.ops2)
+        ]
+
+    def flops(self, batch: int) -> float:
+        return sum(f for f, _, _, _ in self.at(batch))
+
+
+def _floating(obj, out):
+    if isinstance(obj, torch.Tensor):
+        if obj.dtype.is_floating_point and obj.requires_grad:
+            out.append(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _floating(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _floating(v, out)
+
+
+def _count(model: nn.Module, plan: InputPlan, float_bytes: int) -> OpCounter:
+    params = list(model.parameters())
+    mode = getattr(params[0], "fake_mode", None) if params else None
+    if mode is None:
+        raise RuntimeError("count_step needs a model already moved to fake tensors (run the trace first)")
+    counter = OpCounter(float_bytes=float_bytes)
+    with mode:
+        inputs = plan.make()
+        with counter:
+            out = model(**inputs)
+            ts: list[torch.Tensor] = []
+            _floating(out, ts)
+            if ts:
+                loss = sum(t.float().sum() for t in ts)
+                counter.phase = "backward"
+                loss.backward()
+    for p in model.parameters():
+        p.grad = None
+    return counter
+
+
+def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, default_shape=None) -> StepWork:
+    """Trace one training step's ops at batch 2 and 3."""
+    float_bytes = 4 if precision == "fp32" else 2
+    works = []
+    for b in (2, 3):
+        o = InputOptions(batch=b, seq_len=opts.seq_len, image_size=opts.image_size, input_shape=opts.input_shape)
+        works.append(_count(model, plan_inputs(model, cfg, o, default_shape), float_bytes))
+    c1, c2 = works
+    if [r.op for r in c1.records] != [r.op for r in c2.records]:
+        raise RuntimeError("the model runs different ops at batch 2 and 3; cannot extrapolate")
+    return StepWork(c1.records, c2.records, c1.unknown_matmul_like | c2.unknown_matmul_like)
+
+
+def _peak_flops(card: Card, precision: str) -> float | None:
+    if precision == "fp32":
+        return card.fp32_tflops * 1e12 if card.fp32_tflops else None
+    if precision in ("bf16-mixed", "bf16") and not card.bf16:
+        return None
+    return card.dense_bf16_tflops * 1e12 if card.dense_bf16_tflops else None
+
+
+def step_time(work: StepWork, batch: int, card: Card, precision: str, trainable: int) -> tuple[float, float, str] | None:
+    """(seconds, share of time in compute-bound ops, 'compute'|'memory') or None if the card lacks data."""
+    peak = _peak_flops(card, precision)
+    if peak is None or not card.bandwidth_gb_s:
+        return None
+    flops_rate = peak * COMPUTE_EFFICIENCY
+    bw = card.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY
+    total = compute_time = 0.0
+    for flops, nbytes, matmul, causal in work.at(batch):
+        t_c = flops / flops_rate * (0.5 if causal else 1.0)  # causal kernels skip the masked half
+        t_m = nbytes / bw
+        t = max(t_c, t_m) + LAUNCH_SECONDS
+        total += t
+        if t_c > t_m:
+            compute_time += t
+    total += trainable * ADAMW_BYTES_PER_PARAM / bw
+    share = compute_time / total if total else 0.0
+    return total, share, "compute" if share >= 0.5 else "memory"
+
+
+def estimate(
+    work: StepWork,
+    cards: list[Card],
+    *,
+    precision: str,
+    epochs: int,
+    samples: int | None,
+    tokens: int | None,
+    seq_len: int | None,
+    batch: int | None,
+    trainable: int,
+    headline_card: str,
+    max_batch: Callable[[Card], int | None] | None = None,
+) -> CostSection:
+    """Cost of a run on each card.  ``max_batch(card)`` (from the memory plan) says what fits."""
+    flops_per_sample = work.flops(1)
+    rows: list[CostCard] = []
+    for card in cards:
+        fit = max_batch(card) if max_batch else None
+        b = batch or 32
+        note = None
+        if fit is not None:
+            if fit == 0:
+                rows.append(CostCard(name=card.name, batch=0, fits=False, note="batch 1 does not fit this card"))
+                continue
+            if b > fit:
+                note = f"batch {b} does not fit; using the largest that does, {fit}"
+                b = fit
+        t = step_time(work, b, card, precision, trainable)
+        if t is None:
+            why = "no bf16 support" if precision in ("bf16-mixed", "bf16") and not card.bf16 else "no rate or bandwidth data"
+            rows.append(CostCard(name=card.name, batch=b, fits=None if fit is None else True, note=why))
+            continue
+        seconds, share, bound = t
+        if tokens is not None:
+            steps = math.ceil(epochs * tokens / (b * (seq_len or 1)))
+        else:
+            steps = math.ceil(epochs * (samples or 0) / b)
+        hours = steps * seconds / 3600
+        peak = _peak_flops(card, precision) or 0
+        mfu = work.flops(b) / (seconds * peak) if peak else None
+        rows.append(
+            CostCard(
+                name=card.name,
+                batch=b,
+                fits=None if fit is None else True,
+                step_seconds=seconds,
+                steps=steps,
+                run_hours=hours,
+                usd=hours * card.usd_per_hour if card.usd_per_hour is not None else None,
+                mfu=mfu,
+                bound=bound,
+                compute_bound_share=share,
+                note=note,
+            )
+        )
+    priced = [r for r in rows if r.usd is not None and r.fits is not False]
+    timed = [r for r in rows if r.run_hours is not None and r.fits is not False]
+    cheapest = min(priced, key=lambda r: r.usd).name if priced else None
+    fastest = min(timed, key=lambda r: r.run_hours).name if timed else None
+    for r in rows:
+        r.cheapest = r.name == cheapest
+        r.fastest = r.name == fastest
+    head = next((r for r in rows if r.name == headline_card), None)
+    return CostSection(
+        assumptions=CostAssumptions(
+            epochs=epochs,
+            samples=samples,
+            tokens=tokens,
+            batch=batch or 32,
+            precision=precision,
+            seq_len=seq_len,
+            compute_efficiency=COMPUTE_EFFICIENCY,
+            bandwidth_efficiency=BANDWIDTH_EFFICIENCY,
+            launch_seconds=LAUNCH_SECONDS,
+            optimizer="adamw (28 bytes per trainable parameter per step)",
+            sources=(
+                "achievable fractions measured on an H200 (bf16 matmul 788 of 989 TFLOP/s; copy 4.3 of 4.8 TB/s) and "
+                "applied to every card; card rates, bandwidths and prices from neurarch/data/cards.tsv with their sources"
+            ),
+        ),
+        flops_per_sample=int(flops_per_sample),
+        flops_per_token=int(flops_per_sample / seq_len) if tokens is not None and seq_len else None,
+        cards=rows,
+        headline=CostHeadline(card=headline_card, usd=head.usd if head else None, run_hours=head.run_hours if head else None, batch=head.batch if head else None),
+        cheapest=cheapest,
+        fastest=fastest,
+        ops_without_formula=sorted(work.unknown),
+    )
