@@ -1,0 +1,1 @@
+"""Memory planning: simulate training steps on fake tensors, measure real ones."""

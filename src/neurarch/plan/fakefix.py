@@ -1,0 +1,58 @@
+"""Patch the few places where fake tensors refuse what real kernels accept.
+
+A fake tensor op runs the op's *meta* kernel, which computes the output's
+shape and dtype.  A handful of meta kernels check more than the real CPU
+kernel does.  :class:`FakeGaps` is a dispatch mode stacked above
+FakeTensorMode that answers those ops itself, with an output of exactly the
+shape, dtype and layout the real kernel returns, so the memory tracker above
+it sees the same allocation.
+
+Each entry says why it is here:
+
+* ``aten._grouped_mm`` (MoE experts in transformers >= 5): the meta kernel
+  (torch/_meta_registrations.py, ``_meta_grouped_mm``) insists on bfloat16,
+  while the CPU kernel multiplies float32 too.  We run the meta kernel on
+  bfloat16 stand-ins and give the output the caller's dtype.  This is the
+  failure torch's MemTracker has on fp32 MoE models.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map_only
+
+aten = torch.ops.aten
+
+
+def _grouped_mm(func, args, kwargs):
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    dtype = tensors[0].dtype if tensors else torch.bfloat16
+    if dtype == torch.bfloat16:
+        return func(*args, **kwargs)
+    # Stand-ins: views re-typed without copying are not possible across sizes,
+    # so build bf16 fakes of the same shape/stride (no storage is real).
+    def stand_in(t: torch.Tensor) -> torch.Tensor:
+        if t.dtype.is_floating_point:
+            return torch.empty_strided(t.shape, t.stride(), dtype=torch.bfloat16, device=t.device)
+        return t
+
+    out = func(*tree_map_only(torch.Tensor, stand_in, args), **tree_map_only(torch.Tensor, stand_in, kwargs))
+    out_dtype = kwargs.get("out_dtype") or dtype
+    return torch.empty_strided(out.shape, out.stride(), dtype=out_dtype, device=out.device)
+
+
+_FIXES = {}
+if hasattr(aten, "_grouped_mm"):
+    _FIXES[aten._grouped_mm.default] = _grouped_mm
+
+
+class FakeGaps(TorchDispatchMode):
+    """Answer the ops whose meta kernels are stricter than the real ones."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        fix = _FIXES.get(func)
+        if fix is not None:
+            return fix(func, args, kwargs)
+        return func(*args, **kwargs)

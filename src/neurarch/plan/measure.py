@@ -1,0 +1,164 @@
+"""Measure a real training step's memory on CPU, at the allocator.
+
+The simulator's figures are only worth what their check is worth, so the
+check is a measurement that owes nothing to the simulator: PyTorch's CPU
+allocator reports every allocation and free to the profiler
+(``torch.profiler.profile(profile_memory=True)``; c10's
+``ProfiledCPUMemoryReporter``), with its size in bytes.  We replay those
+events in time order; the running sum's maximum, plus what was alive before
+the window opened (weights, buffers, the batch: the sum of their storages),
+is the measured peak.  Kernel-internal buffers that never become tensors
+(oneDNN scratchpads, for instance) are allocator events too, so they are in
+the measurement although a simulation of tensors cannot see them.
+
+:func:`allocator_peak` is validated in ``tests/test_memory_measure.py``
+against tensors of known size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import torch
+from torch import nn
+
+from ..inputs import InputPlan
+from .step import Observer, TrainSetup, label_specs, make_batch, make_optimizer, prepare, train, trainable
+
+_PHASE_PREFIX = "neurarch:"
+
+
+@dataclass
+class AllocatorTrace:
+    """Allocation (+) and free (-) events of the CPU allocator, in time order."""
+
+    events: list[tuple[int, int, int]]  # (time ns, bytes, address)
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # record_function name -> (start, end) ns
+
+    def peak(self, baseline: int = 0, start: int | None = None, end: int | None = None) -> tuple[int, int | None]:
+        """(peak bytes, time of the peak) within [start, end); baseline = bytes alive before the window."""
+        live = baseline
+        best, when = baseline, None
+        for t, n, _ in self.events:
+            if end is not None and t >= end:
+                break
+            live += n
+            if (start is None or t >= start) and live > best:
+                best, when = live, t
+        return best, when
+
+    def foreign_frees(self) -> int:
+        """Bytes freed in the window that were allocated before it (not in the baseline's tensors)."""
+        born = {addr for _, n, addr in self.events if n > 0}
+        return -sum(n for _, n, addr in self.events if n < 0 and addr not in born)
+
+
+def _walk(nodes) -> Iterator:
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)
+
+
+@contextlib.contextmanager
+def allocator_events() -> Iterator[list[AllocatorTrace]]:
+    """Record CPU allocator events inside the block; the trace is in ``box[0]`` after it."""
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    box: list[AllocatorTrace] = []
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False, with_stack=False) as prof:
+        yield box
+    events, ranges = [], {}
+    for node in _walk(prof.profiler.kineto_results.experimental_event_tree()):
+        if node.tag == _EventType.Allocation:
+            f = node.extra_fields
+            if f.device.type == "cpu":
+                events.append((node.start_time_ns, int(f.alloc_size), int(f.ptr)))
+        elif node.name.startswith(_PHASE_PREFIX):
+            ranges[node.name[len(_PHASE_PREFIX):]] = (node.start_time_ns, node.end_time_ns)
+    events.sort(key=lambda e: e[0])
+    box.append(AllocatorTrace(events, ranges))
+
+
+def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages under ``tensors`` (shared ones once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
+
+
+class _Marks(Observer):
+    @contextlib.contextmanager
+    def phase(self, step: int, name: str):
+        with torch.profiler.record_function(f"{_PHASE_PREFIX}{step}:{name}"):
+            yield
+
+
+@dataclass
+class Measurement:
+    peak_bytes: int  # the whole run's allocator peak, baseline included
+    baseline_bytes: int  # weights, buffers and the batch before the first step
+    step_peaks: list[int]  # per step
+    phase: str | None  # "2:backward": step and phase of the peak
+    foreign_free_bytes: int
+    threads: int
+
+
+def measure_cpu(
+    make_model: Callable[[], nn.Module],
+    cfg,
+    plan: InputPlan,
+    setup: TrainSetup,
+    *,
+    steps: int = 2,
+    seed: int = 0,
+    threads: int | None = 1,
+) -> Measurement:
+    """Run ``steps`` real training steps on CPU with random weights; measure the allocator peak.
+
+    ``make_model`` builds the real module (random weights) on CPU.  ``threads``
+    pins torch's intra-op threads (1 by default: some CPU kernels size their
+    scratch per thread).
+    """
+    if setup.device != "cpu":
+        setup = TrainSetup(**{**setup.__dict__, "device": "cpu"})
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(seed)
+        base = make_model()
+        labels = label_specs(base, cfg, plan)
+        model = prepare(base, setup)
+        batch = make_batch(plan, labels, setup, seed=seed)
+        optimizer = make_optimizer(trainable(model), setup)
+        gc.collect()
+        baseline = storage_bytes([*model.parameters(), *model.buffers(), *batch.values()])
+        gc.disable()
+        try:
+            with allocator_events() as box:
+                train(model, batch, optimizer, setup, steps, _Marks(), device_type="cpu")
+        finally:
+            gc.enable()
+        trace = box[0]
+        peak, when = trace.peak(baseline)
+        step_peaks = []
+        phase = None
+        for s in range(1, steps + 1):
+            start = trace.ranges.get(f"{s}:forward", (None, None))[0]
+            end = trace.ranges.get(f"{s}:optimizer", (None, None))[1]
+            step_peaks.append(trace.peak(baseline, start, end)[0])
+        if when is not None:
+            for name, (a, b) in trace.ranges.items():
+                if a <= when <= b:
+                    phase = name
+        return Measurement(peak, baseline, step_peaks, phase, trace.foreign_frees(), torch.get_num_threads())
+    finally:
+        torch.set_num_threads(old_threads)

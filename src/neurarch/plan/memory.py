@@ -1,0 +1,446 @@
+"""Simulate training steps on fake tensors and report their memory.
+
+``simulate(built, plan, setup)`` copies the meta model, prepares it (LoRA
+injection, dtype casts, checkpointing) while it is still on meta, turns every
+parameter into a FakeTensor, and runs ``steps`` real training steps (the code
+in :mod:`neurarch.plan.step`) under FakeTensorMode with a
+:class:`~neurarch.plan.tracker.LiveTracker` watching.  Nothing is allocated;
+every storage's size and lifetime is recorded.
+
+The figures:
+
+* the peak of live tensor bytes over the whole run, and over each step.  The
+  steady-state peak (step 2 on) is the one that decides whether a run fits:
+  from the second step the optimizer state exists during forward and backward.
+* what was alive at that instant, by category (decided from each storage's
+  whole life, see :func:`category`), and the step / phase / module running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+from ..build import BuiltModel
+from ..errors import NeurarchError
+from ..inputs import InputPlan
+from .fakefix import FakeGaps
+from .overhead import cuda_round, fixed_overhead
+from .schema import MemoryBreakdown, MemoryMode, MemorySection
+from .semantics import CudaKernels
+from .step import DEFAULT_LORA_RANK, Observer, PlanOptionError, TrainSetup, autocast_for, label_specs, make_batch, make_optimizer, prepare, train, trainable
+from .tracker import GRADIENT, INPUT, WEIGHTS, Life, LiveTracker
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporary")
+
+
+def category(life: Life) -> str:
+    """Which breakdown bucket a storage belongs to, from its role and life.
+
+    * weights: parameters and buffers (registered before the run);
+    * gradients: storages that became a parameter's ``.grad``;
+    * optimizer: made inside ``optimizer.step()`` and still alive after it;
+    * activations: made in forward and still alive when backward starts (what
+      autograd saved, plus the loss), and the input batch;
+    * temporary: everything else (freed inside the phase that made it:
+      forward scratch, gradients of activations, the optimizer's scratch).
+    """
+    if life.role == WEIGHTS:
+        return "weights"
+    if life.role == GRADIENT:
+        return "gradients"
+    if life.role == INPUT:
+        return "activations"
+    if life.phase == "optimizer":
+        return "optimizer" if life.end is None or life.survives_optimizer else "temporary"
+    if life.phase in ("forward", "prefill", "decode") and life.survives_forward:
+        return "activations"  # in inference: the KV cache
+    return "temporary"
+
+
+@dataclass
+class Peak:
+    bytes: int
+    event: int  # index of the event at which it happened
+    step: int
+    phase: str
+    module: str | None
+    breakdown: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Simulation:
+    setup: TrainSetup
+    steps: int
+    peak: Peak  # over all steps
+    step_peaks: list[Peak]
+    trainable_parameters: int
+    parameters: int
+    lives: list[Life] = field(repr=False, default_factory=list)
+    rounded_bytes: int = 0  # steady peak with CUDA's 512-byte rounding per allocation
+    kv_cache_bytes: int | None = None
+    context_len: int | None = None
+
+    @property
+    def steady(self) -> Peak:
+        """The peak from step 2 on (the first step's if only one was run)."""
+        later = self.step_peaks[1:] or self.step_peaks
+        return max(later, key=lambda p: p.bytes)
+
+    @property
+    def first(self) -> Peak:
+        return self.step_peaks[0]
+
+
+# --------------------------------------------------------------------------
+# The model on fake tensors
+# --------------------------------------------------------------------------
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
+
+
+def meta_copy(model: nn.Module) -> nn.Module:
+    """A deep copy of a meta (or already fake) model whose tensors are all on meta."""
+    memo: dict[int, object] = {}
+    for mod in model.modules():
+        for p in mod._parameters.values():
+            if p is not None and id(p) not in memo:
+                memo[id(p)] = nn.Parameter(_meta_like(p), requires_grad=p.requires_grad)
+        for b in mod._buffers.values():
+            if b is not None and id(b) not in memo:
+                memo[id(b)] = _meta_like(b)
+    return copy.deepcopy(model, memo)
+
+
+def _to_fake(model: nn.Module, mode: FakeTensorMode, device: str = "cpu") -> None:
+    """Replace meta parameters and buffers by fake ones (tied tensors stay tied)."""
+    conv = mode.fake_tensor_converter
+    memo: dict[int, torch.Tensor] = {}
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        m = t if t.device.type == "meta" else _meta_like(t)
+        return conv.from_meta_and_device(mode, m, torch.device(device))
+
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in memo:
+                memo[id(p)] = nn.Parameter(fake(p.data), requires_grad=p.requires_grad)
+            mod._parameters[name] = memo[id(p)]
+        for name, b in list(mod._buffers.items()):
+            if b is None:
+                continue
+            if id(b) not in memo:
+                memo[id(b)] = fake(b)
+            mod._buffers[name] = memo[id(b)]
+
+
+# --------------------------------------------------------------------------
+# Watching the loop
+# --------------------------------------------------------------------------
+
+class _Watch(Observer):
+    def __init__(self, tracker: LiveTracker):
+        self.tracker = tracker
+        self.phase_starts: list[tuple[int, int, str]] = []  # (event, step, phase)
+
+    @contextlib.contextmanager
+    def phase(self, step: int, name: str):
+        self.tracker.set_phase(step, name)
+        self.phase_starts.append((self.tracker.events, step, name))
+        yield
+        self.tracker.set_phase(step, "between")
+        self.phase_starts.append((self.tracker.events, step, f"end-{name}"))
+
+    def after_backward(self, model: nn.Module) -> None:
+        for p in model.parameters():
+            if p.grad is not None:
+                self.tracker.mark(p.grad, GRADIENT)
+        self.tracker.end_backward()
+
+
+def _decide_survival(lives: list[Life], marks: list[tuple[int, int, str]]) -> None:
+    """Set life.survives_forward / survives_optimizer from the phase boundaries."""
+    ends = {(step, phase[4:]): ev for ev, step, phase in marks if phase.startswith("end-")}
+    for life in lives:
+        boundary = ends.get((life.step, life.phase))
+        life.survives_forward = life.phase in ("forward", "prefill", "decode") and (life.end is None or (boundary is not None and life.end > boundary))
+        life.survives_optimizer = life.phase == "optimizer" and (life.end is None or (boundary is not None and life.end > boundary))
+
+
+def _replay(lives: list[Life], lo: int, hi: int, size=lambda n: n) -> tuple[int, int]:
+    """(peak, event) of live bytes over events lo..hi, sizes mapped by ``size``."""
+    delta: dict[int, int] = {}
+    for life in lives:
+        n = size(life.nbytes)
+        delta[life.start] = delta.get(life.start, 0) + n
+        if life.end is not None:
+            delta[life.end] = delta.get(life.end, 0) - n
+    live, best, at = 0, None, lo
+    for ev in sorted(delta):
+        if ev > hi:
+            break
+        live += delta[ev]
+        if ev >= lo and (best is None or live > best):
+            best, at = live, ev
+    return (live if best is None else best), at
+
+
+def _peak_of(lives: list[Life], lo: int, hi: int) -> Peak:
+    """The peak between events lo and hi, with what was alive at that instant."""
+    best, at = _replay(lives, lo, hi)
+    breakdown = dict.fromkeys(CATEGORIES, 0)
+    for x in lives:
+        if x.start <= at and (x.end is None or x.end > at):
+            breakdown[category(x)] += x.nbytes
+    birth = next((x for x in lives if x.start == at), None)
+    step, phase, module = (birth.step, birth.phase, birth.module) if birth else (0, "set-up", None)
+    return Peak(best, at, step, phase, module, breakdown)
+
+
+def _run(model: nn.Module, setup: TrainSetup, body) -> tuple[LiveTracker, _Watch]:
+    """Run ``body(tracker, watch)`` on the fake model under the tracker."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    _to_fake(model, mode)
+    tracker = LiveTracker(model, prefix_strip=("base_model.model.",))
+    watch = _Watch(tracker)
+    kernels = CudaKernels() if setup.device == "cuda" else contextlib.nullcontext()
+    gc.collect()
+    gc.disable()
+    try:
+        with warnings.catch_warnings(), mode, FakeGaps(), kernels, tracker:
+            warnings.simplefilter("ignore")
+            for t in [*model.parameters(), *model.buffers()]:
+                tracker.register(t, WEIGHTS)
+            body(tracker, watch)
+            tracker.close()
+    finally:
+        gc.enable()
+    _decide_survival(tracker.lives, watch.phase_starts)
+    return tracker, watch
+
+
+def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None, *, steps: int = 2) -> Simulation:
+    """Simulate ``steps`` training steps of ``built`` on fake tensors."""
+    setup = setup or TrainSetup()
+    setup.validate()
+    if setup.mode == "inference":
+        return simulate_inference(built, plan, setup)
+    if not 1 <= steps <= 8:
+        raise PlanOptionError(f"steps must be 1 to 8, got {steps}")
+    base = meta_copy(built.model)
+    labels = label_specs(base, built.config, plan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = prepare(base, setup)
+
+    def body(tracker: LiveTracker, watch: _Watch) -> None:
+        batch = make_batch(plan, labels, setup)
+        for t in batch.values():
+            tracker.register(t, INPUT)
+        optimizer = make_optimizer(trainable(model), setup)
+        train(model, batch, optimizer, setup, steps, watch, device_type="cpu")
+
+    tracker, watch = _run(model, setup, body)
+    lives = tracker.lives
+    starts = {(step, ph): ev for ev, step, ph in watch.phase_starts}
+    step_peaks = []
+    for s in range(1, steps + 1):
+        lo = starts.get((s, "forward"), 0)
+        hi = starts.get((s, "end-optimizer"), tracker.events)
+        step_peaks.append(_peak_of(lives, lo, hi))
+    # The rounded replay of the steady part (step 2 on), for peak_bytes.
+    lo = starts.get((min(2, steps), "forward"), 0)
+    rounded = _replay(lives, lo, tracker.events, cuda_round)[0]
+    sim = Simulation(setup, steps, max(step_peaks, key=lambda p: p.bytes), step_peaks,
+                     sum(p.numel() for p in trainable(model)), _count(model), lives)
+    sim.rounded_bytes = rounded
+    return sim
+
+
+def _count(model: nn.Module) -> int:
+    return sum({id(p): p.numel() for p in model.parameters()}.values())
+
+
+# --------------------------------------------------------------------------
+# Inference: prefill at the input shape, KV cache at a context length
+# --------------------------------------------------------------------------
+
+def _reachable_tensors(obj, seen: set[int] | None = None, depth: int = 0) -> list[torch.Tensor]:
+    """Tensors held by a cache object (DynamicCache layers, tuples of tuples ...)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > 6:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    out: list[torch.Tensor] = []
+    if isinstance(obj, dict):
+        items = obj.values()
+    elif isinstance(obj, (list, tuple)):
+        items = obj
+    elif hasattr(obj, "__dict__") and not isinstance(obj, (nn.Module, type)):
+        items = vars(obj).values()
+    else:
+        return out
+    for v in items:
+        out.extend(_reachable_tensors(v, seen, depth + 1))
+    return out
+
+
+def _storage_sum(tensors: list[torch.Tensor]) -> int:
+    seen: dict[int, int] = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        seen[id(st)] = st.nbytes()
+    return sum(seen.values())
+
+
+def _decoder_accepts(model: nn.Module) -> set[str]:
+    import inspect
+
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _cache_of(out):
+    for name in ("cache", "past_key_values"):
+        c = getattr(out, name, None)
+        if c is not None:
+            return c
+    return None
+
+
+def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, context_len: int | None = None) -> Simulation:
+    """Prefill at the input shape; for decoders, then the KV cache at ``context_len``
+    tokens and one decode step on it.  Weights are held in the compute dtype."""
+    model = prepare(meta_copy(built.model), setup)
+    accepts = _decoder_accepts(model)
+    # transformers 5 calls the cache argument ``cache``; 4.x called it ``past_key_values``.
+    cache_arg = "cache" if "cache" in accepts else "past_key_values"
+    decoder = cache_arg in accepts and plan.main == "input_ids" and not getattr(built.config, "is_encoder_decoder", False)
+    ctx = context_len or plan.seq_len
+    extra = {"use_cache": True} if decoder else {}
+    if decoder and "logits_to_keep" in accepts:
+        extra["logits_to_keep"] = 1  # generate() keeps the last position's logits only
+    info: dict[str, int] = {}
+
+    def body(tracker: LiveTracker, watch: _Watch) -> None:
+        batch = make_batch(plan, [], setup)
+        for t in batch.values():
+            tracker.register(t, INPUT)
+        with torch.no_grad(), autocast_for(setup, "cpu"):
+            with watch.phase(1, "prefill"):
+                out = model(**batch, **extra)
+            if not decoder:
+                return
+            cache = _cache_of(out)
+            del out
+            if ctx and plan.seq_len and ctx != plan.seq_len:
+                del cache
+                long = {"input_ids": torch.randint(0, 2, (plan.batch, ctx))}
+                with watch.phase(2, "prefill"):
+                    cache = _cache_of(model(**long, **extra))
+            info["kv"] = _storage_sum(_reachable_tensors(cache)) if cache is not None else 0
+            step_ids = torch.randint(0, 2, (plan.batch, 1))
+            with watch.phase(3, "decode"):
+                out = model(input_ids=step_ids, **{cache_arg: cache}, **extra)
+            del out
+
+    tracker, watch = _run(model, setup, body)
+    lives = tracker.lives
+    peak = _peak_of(lives, 0, tracker.events)
+    # The prefill at context_len only builds the cache; what generation needs is
+    # the prefill at the input shape and the decode step on the full cache.
+    marks = {(s, ph): ev for ev, s, ph in watch.phase_starts}
+    parts = [(1, "prefill"), (3, "decode")]
+    peaks = [_peak_of(lives, marks[(s, ph)], marks.get((s, f"end-{ph}"), tracker.events)) for s, ph in parts if (s, ph) in marks]
+    best = max(peaks, key=lambda p: p.bytes) if peaks else peak
+    sim = Simulation(setup, 1, best, [best], 0, _count(model), lives)
+    sim.rounded_bytes = max(
+        _replay(lives, marks[(s, ph)], marks.get((s, f"end-{ph}"), tracker.events), cuda_round)[0]
+        for s, ph in parts if (s, ph) in marks
+    ) if peaks else _replay(lives, 0, tracker.events, cuda_round)[0]
+    sim.kv_cache_bytes = info.get("kv")
+    sim.context_len = ctx if decoder else None
+    return sim
+
+
+# --------------------------------------------------------------------------
+# The report section
+# --------------------------------------------------------------------------
+
+def estimate(
+    built: BuiltModel,
+    plan: InputPlan,
+    mode: str = "full",
+    *,
+    precision: str = "bf16-mixed",
+    optimizer: str = "adamw",
+    grad_checkpointing: bool = False,
+    lora_rank: int = DEFAULT_LORA_RANK,
+    device: str = "cuda",
+    steps: int = 2,
+    context_len: int | None = None,
+    hopper: bool = True,
+) -> MemoryMode:
+    """One ``memory.<mode>`` section: simulate, then add the CUDA overhead."""
+    setup = TrainSetup(mode=mode, precision=precision, optimizer=optimizer, grad_checkpointing=grad_checkpointing,
+                       lora_rank=lora_rank, device=device)
+    setup.validate()
+    if mode == "inference":
+        sim = simulate_inference(built, plan, setup, context_len=context_len)
+    else:
+        sim = simulate(built, plan, setup, steps=steps)
+    peak = sim.steady
+    peak_bytes = sim.rounded_bytes + fixed_overhead(training=mode != "inference", hopper=hopper)
+    notes = []
+    if device == "cuda":
+        notes.append("peak_bytes: caching-allocator rounding, cuBLAS workspaces and the CUDA context are included; allocator fragmentation is not")
+        if precision.endswith("-mixed"):
+            notes.append("autocast follows PyTorch's CPU op lists (CUDA keeps a few more ops, e.g. softmax and layer_norm, in fp32)")
+    return MemoryMode(
+        peak_tensor_bytes=peak.bytes,
+        peak_bytes=peak_bytes,
+        first_step_peak_tensor_bytes=sim.first.bytes,
+        phase=peak.phase,
+        module=peak.module,
+        step=peak.step,
+        breakdown=MemoryBreakdown(**peak.breakdown, overhead=peak_bytes - peak.bytes),
+        trainable_parameters=sim.trainable_parameters,
+        precision=precision,
+        optimizer=None if mode == "inference" else optimizer,
+        grad_checkpointing=grad_checkpointing,
+        lora_rank=lora_rank if mode in ("lora", "qlora") else None,
+        batch=plan.batch,
+        input_shape=list(plan.main_shape),
+        device_semantics=device,
+        kv_cache_bytes=sim.kv_cache_bytes,
+        context_len=sim.context_len,
+        notes=notes,
+    )
+
+
+def memory_section(built: BuiltModel, plan: InputPlan, modes=("full", "lora", "inference"), **options) -> MemorySection:
+    """``memory`` for the report: each mode simulated; a mode that fails is an error line, not a crash."""
+    section = MemorySection()
+    for mode in modes:
+        try:
+            setattr(section, mode, estimate(built, plan, mode, **options))
+        except NeurarchError as e:
+            section.errors[mode] = str(e)
+        except Exception as e:  # a model the simulation cannot run is a result
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            section.errors[mode] = f"{type(e).__name__}: {msg[:300]}"
+    return section

@@ -1,0 +1,59 @@
+"""The memory section of the report (JSON paths ``memory.<mode>.*``).
+
+``memory.full``, ``memory.lora``, ``memory.qlora`` and ``memory.inference``
+are :class:`MemoryMode` objects.  Every byte figure is an integer number of
+bytes.  ``peak_tensor_bytes`` is the simulation itself (live tensor bytes, no
+allocator or framework overhead); ``peak_bytes`` adds what a CUDA card needs
+on top (see :mod:`neurarch.plan.overhead` for the sourced constants).  The
+measured error of ``peak_tensor_bytes`` is published in ``docs/accuracy.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, Field
+
+
+class _Model(BaseModel):
+    model_config = {"extra": "forbid"}
+
+
+class MemoryBreakdown(_Model):
+    """What was alive at the peak, by role.  The six add up to ``peak_bytes``."""
+
+    weights: int = Field(description="Parameters and buffers (frozen and trainable, quantized where QLoRA).")
+    gradients: int = Field(description="Storages that are (or become) a parameter's .grad.")
+    optimizer: int = Field(description="Optimizer state: made inside optimizer.step() and alive after it.")
+    activations: int = Field(description="Made in forward and alive when backward starts (saved for backward, the loss), the input batch, and in inference the KV cache.")
+    temporary: int = Field(description="Everything else alive at that instant: forward scratch, gradients of activations, the optimizer's own scratch.")
+    overhead: int = Field(0, description="peak_bytes - peak_tensor_bytes: caching-allocator rounding plus fixed framework overhead.")
+
+
+class MemoryMode(_Model):
+    peak_tensor_bytes: int = Field(description="Simulated steady-state peak of live tensor bytes (step 2 on: optimizer state alive).")
+    peak_bytes: int = Field(description="CUDA card need: peak with the caching allocator's 512-byte rounding plus fixed overhead (CUDA context, cuBLAS workspaces).")
+    first_step_peak_tensor_bytes: int = Field(description="The first step's peak (no optimizer state yet during forward/backward).")
+    phase: str = Field(description="Phase at the steady peak: forward | backward | optimizer (training); prefill | decode (inference).")
+    module: Optional[str] = Field(None, description="Innermost module running at the peak (qualified name), when known.")
+    step: int = Field(description="Simulated step in which the peak happened.")
+    breakdown: MemoryBreakdown
+    trainable_parameters: int
+    precision: str
+    optimizer: Optional[str] = None
+    grad_checkpointing: bool = False
+    lora_rank: Optional[int] = None
+    batch: int
+    input_shape: list[int] = Field(default_factory=list, description="Main input, batch first.")
+    device_semantics: str = Field(description="Whose kernels the simulation followed where CPU and CUDA differ: cuda | cpu.")
+    kv_cache_bytes: Optional[int] = Field(None, description="Inference, decoders: KV cache at context_len tokens.")
+    context_len: Optional[int] = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class MemorySection(_Model):
+    full: Optional[MemoryMode] = None
+    lora: Optional[MemoryMode] = None
+    qlora: Optional[MemoryMode] = None
+    inference: Optional[MemoryMode] = None
+    errors: dict[str, str] = Field(default_factory=dict, description="Mode -> why it could not be simulated.")

@@ -1,0 +1,87 @@
+"""Follow CUDA's kernel choices while simulating on fake CPU tensors.
+
+A CPU-only PyTorch cannot make fake CUDA tensors (the device guard aborts), so
+the simulation runs on fake *CPU* tensors.  Where CPU and CUDA kernels keep
+different tensors alive, :class:`CudaKernels` (a TorchFunctionMode, so above
+autograd: what it calls is what autograd saves) routes the call to the op
+CUDA would run.  Shapes and saved tensors then come from that op's own meta
+kernel and derivative formula in PyTorch, not from a formula of ours.
+
+* ``F.dropout`` in training: CUDA runs ``aten.native_dropout`` (aten/src/ATen/
+  native/Dropout.cpp, ``is_fused_kernel_acceptable``: CUDA/XPU only), whose
+  backward keeps a *bool* mask; CPU runs ``input * (bernoulli/(1-p))`` and
+  keeps a mask in the input's dtype.
+* ``F.scaled_dot_product_attention``: with dropout, CPU falls back to the math
+  kernel, which keeps the whole attention-probability matrix (and a dropout
+  mask); CUDA picks a fused kernel that keeps the output and a log-sum-exp.
+  We call ``aten._scaled_dot_product_flash_attention`` when CUDA's flash kernel
+  applies (fp16/bf16, no explicit mask: sdp_utils.cpp ``use_flash_attention``),
+  else ``aten._scaled_dot_product_efficient_attention`` (fp32 or a mask).
+
+With ``device="cpu"`` none of this is active: the CPU kernels are traced as
+they are, which is what the CPU measurement checks.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+aten = torch.ops.aten
+_DROPOUTS = {F.dropout, torch.dropout, getattr(torch._C._VariableFunctions, "dropout", None)}
+_SDPA = {F.scaled_dot_product_attention}
+
+
+def _dropout(args, kwargs):
+    x = args[0] if args else kwargs["input"]
+    p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+    train = args[2] if len(args) > 2 else kwargs.get("training", kwargs.get("train", True))
+    inplace = args[3] if len(args) > 3 else kwargs.get("inplace", False)
+    if not train or p == 0 or inplace:
+        return None
+    return torch.native_dropout(x, p, True)[0]
+
+
+def _sdpa(args, kwargs):
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    a = dict(zip(names, args))
+    a.update(kwargs)
+    q, k, v = a["query"], a["key"], a["value"]
+    mask = a.get("attn_mask")
+    p = float(a.get("dropout_p", 0.0) or 0.0)
+    causal = bool(a.get("is_causal", False))
+    scale = a.get("scale")
+    if q.dim() != 4:
+        return None
+    if k.size(-3) != q.size(-3):  # grouped-query: CUDA's math/efficient paths repeat K/V
+        if not a.get("enable_gqa", False):
+            return None
+        rep = q.size(-3) // k.size(-3)
+        if q.dtype not in (torch.float16, torch.bfloat16) or mask is not None:
+            k = k.repeat_interleave(rep, dim=-3)
+            v = v.repeat_interleave(rep, dim=-3)
+    if q.dtype in (torch.float16, torch.bfloat16) and mask is None and q.size(-1) <= 256:
+        return aten._scaled_dot_product_flash_attention(q, k, v, p, causal, False, scale=scale)[0]
+    if k.size(-3) != q.size(-3):
+        return None
+    if mask is not None and mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(mask.logical_not(), float("-inf"))
+    need_grad = q.requires_grad or k.requires_grad or v.requires_grad
+    return aten._scaled_dot_product_efficient_attention(q, k, v, mask, need_grad, p, causal, scale=scale)[0]
+
+
+class CudaKernels(TorchFunctionMode):
+    """Route dropout and attention to the kernels CUDA would run (see module doc)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _DROPOUTS:
+            out = _dropout(args, kwargs)
+            if out is not None:
+                return out
+        elif func in _SDPA:
+            out = _sdpa(args, kwargs)
+            if out is not None:
+                return out
+        return func(*args, **kwargs)

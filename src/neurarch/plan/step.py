@@ -1,0 +1,370 @@
+"""One training step, written once, run two ways.
+
+The simulator (:mod:`neurarch.plan.memory`) runs these functions on fake
+tensors; the measurement (:mod:`neurarch.plan.measure`) runs the very same
+functions on real tensors.  Sharing the code is what makes the comparison
+fair: the same modules, the same loss, the same optimizer calls, the same
+Python references dropped at the same lines.
+
+The step is what ``transformers.Trainer`` does: forward with labels, keep only
+the loss (the output object with its logits is dropped before backward),
+``loss.backward()``, ``optimizer.step()``, ``optimizer.zero_grad(set_to_none=True)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+
+from ..errors import InputError
+from ..inputs import InputPlan, TensorSpec
+
+MODES = ("full", "lora", "qlora", "inference")
+PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
+OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")
+DEVICES = ("cpu", "cuda")
+
+DEFAULT_LORA_RANK = 16
+# Learning rate and friends: any value gives the same memory; these are the
+# torch defaults except lr (torch.optim.AdamW's default 1e-3 is a pre-training value).
+LR = 1e-4
+SGD_MOMENTUM = 0.9  # momentum SGD keeps one buffer per parameter; plain SGD keeps none
+
+
+class PlanOptionError(InputError):
+    """A memory-plan option that neurarch does not know or cannot honour."""
+
+
+@dataclass(frozen=True)
+class TrainSetup:
+    """What is being simulated: the CLI's memory options as one value."""
+
+    mode: str = "full"
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    grad_checkpointing: bool = False
+    lora_rank: int = DEFAULT_LORA_RANK
+    # Whose kernels' behaviour to follow where CPU and CUDA differ (see docs/accuracy.md):
+    # "cuda" = multi-tensor (foreach) optimizer, the default on CUDA; "cpu" = the
+    # single-tensor loop torch uses for CPU tensors.
+    device: str = "cuda"
+
+    def validate(self) -> None:
+        for name, value, allowed in (
+            ("mode", self.mode, MODES),
+            ("precision", self.precision, PRECISIONS),
+            ("optimizer", self.optimizer, OPTIMIZERS),
+            ("device", self.device, DEVICES),
+        ):
+            if value not in allowed:
+                raise PlanOptionError(f"unknown memory {name} {value!r}: choose one of {', '.join(allowed)}")
+        if not isinstance(self.lora_rank, int) or not 1 <= self.lora_rank <= 4096:
+            raise PlanOptionError(f"--lora-rank must be an integer from 1 to 4096, got {self.lora_rank!r}")
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        return {"fp32": torch.float32, "bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16, "bf16": torch.bfloat16}[self.precision]
+
+    @property
+    def autocast(self) -> bool:
+        return self.precision.endswith("-mixed")
+
+    @property
+    def weight_dtype(self) -> torch.dtype:
+        """The dtype trainable weights are stored in (fp32 masters under mixed precision)."""
+        return torch.bfloat16 if self.precision == "bf16" else torch.float32
+
+    @property
+    def frozen_dtype(self) -> torch.dtype:
+        """Frozen base weights (LoRA) need no fp32 master: they are kept in the compute dtype."""
+        return self.compute_dtype
+
+
+# --------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------
+
+def _head_modules(model: nn.Module) -> set[int]:
+    """The output head, which LoRA leaves alone: peft's own 'all-linear' rule.
+
+    peft (tuners_utils._maybe_include_all_linear_layers) excludes the output
+    embeddings and, for classifiers, the module named in SEQ_CLS_HEAD_NAMES.
+    """
+    heads: set[int] = set()
+    get_out = getattr(model, "get_output_embeddings", None)
+    if callable(get_out):
+        try:
+            out = get_out()
+        except Exception:
+            out = None
+        if isinstance(out, nn.Module):
+            heads.add(id(out))
+    from peft.utils.constants import SEQ_CLS_HEAD_NAMES
+
+    for name in SEQ_CLS_HEAD_NAMES:
+        head = getattr(model, name, None)
+        if isinstance(head, nn.Module):
+            heads.update(id(m) for m in head.modules())
+    return heads
+
+
+def lora_targets(model: nn.Module, rank: int) -> list[str]:
+    """Qualified names of the layers LoRA adapts.
+
+    Every linear layer but the head (peft's 'all-linear' rule).  For a CNN —
+    a model whose convolutions hold more weights than its linear layers — the
+    convolutions too, so resnet-50 gets adapters; grouped convolutions only
+    where the groups divide the rank (peft's limit).  Convolutions in
+    transformer models (whisper's stem, wav2vec2's feature encoder) are left
+    alone, as peft's 'all-linear' leaves them.
+    """
+    from transformers.pytorch_utils import Conv1D
+
+    heads = _head_modules(model)
+    linear, conv = [], []
+    linear_n = conv_n = 0
+    for name, mod in model.named_modules():
+        if not name or id(mod) in heads:
+            continue
+        n = sum(p.numel() for p in mod.parameters(recurse=False))
+        if isinstance(mod, (nn.Linear, Conv1D)):
+            linear.append(name)
+            linear_n += n
+        elif isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+            conv_n += n
+            if rank % mod.groups == 0:
+                conv.append(name)
+    return linear + conv if conv_n > linear_n else linear
+
+
+def _keep_fp32(model: nn.Module) -> list[str]:
+    names = getattr(model, "_keep_in_fp32_modules", None) or []
+    return list(names) if isinstance(names, (list, tuple, set)) else []
+
+
+def cast_model(model: nn.Module, dtype: torch.dtype) -> None:
+    """What ``from_pretrained(dtype=...)`` does: floating parameters and buffers
+    to ``dtype``, except the modules the class keeps in fp32 (``_keep_in_fp32_modules``,
+    matched on a component of the qualified name, as transformers matches it)."""
+    keep = _keep_fp32(model)
+    for name, mod in model.named_modules():
+        if keep and any(k in name.split(".") for k in keep):
+            continue
+        for pname, p in mod._parameters.items():
+            if p is not None and p.dtype.is_floating_point and p.dtype != dtype:
+                p.data = p.data.to(dtype)
+        for bname, b in mod._buffers.items():
+            if b is not None and b.dtype.is_floating_point and b.dtype != dtype:
+                mod._buffers[bname] = b.to(dtype)
+
+
+def prepare(model: nn.Module, setup: TrainSetup) -> nn.Module:
+    """Put a model in the state the step needs; returns the model to train (maybe a PeftModel).
+
+    Works the same on a meta model (simulation) and a real one (measurement).
+    """
+    setup.validate()
+    if setup.mode == "inference":
+        cast_model(model, setup.compute_dtype)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return model.eval()
+    if setup.grad_checkpointing:
+        enable = getattr(model, "activation_checkpointing_enable", None) or getattr(model, "gradient_checkpointing_enable", None)
+        if not getattr(model, "supports_gradient_checkpointing", False) or enable is None:
+            raise PlanOptionError(f"{type(model).__name__} has no gradient checkpointing switch (transformers models that support it do)")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            enable()
+    if setup.mode == "full":
+        if setup.weight_dtype != torch.float32:
+            cast_model(model, setup.weight_dtype)
+        for p in model.parameters():
+            p.requires_grad_(True)
+        return model.train()
+    if setup.mode == "lora":
+        return _inject_lora(model, setup).train()
+    raise PlanOptionError(f"memory mode {setup.mode!r} is not supported yet")
+
+
+def _inject_lora(model: nn.Module, setup: TrainSetup) -> nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    targets = lora_targets(model, setup.lora_rank)
+    if not targets:
+        raise PlanOptionError(f"{type(model).__name__} has no linear or convolution layer for LoRA to adapt")
+    cast_model(model, setup.frozen_dtype)
+    # lora_alpha and dropout do not change memory; peft's defaults (dropout 0: no mask).
+    cfg = LoraConfig(r=setup.lora_rank, target_modules=targets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return get_peft_model(model, cfg)
+
+
+def trainable(model: nn.Module) -> list[nn.Parameter]:
+    seen: set[int] = set()
+    out = []
+    for p in model.parameters():
+        if p.requires_grad and id(p) not in seen:
+            seen.add(id(p))
+            out.append(p)
+    return out
+
+
+def make_optimizer(params: list[nn.Parameter], setup: TrainSetup) -> torch.optim.Optimizer:
+    """The optimizer, as torch would pick it on the target device.
+
+    torch.optim picks the multi-tensor (foreach) implementation by default only
+    when every parameter is on CUDA (torch/optim/optimizer.py,
+    _default_to_fused_or_foreach); for CPU tensors it runs a per-tensor loop.
+    """
+    foreach = setup.device == "cuda"
+    if setup.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=LR, foreach=foreach)
+    if setup.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=LR, momentum=SGD_MOMENTUM, foreach=foreach)
+    if setup.optimizer == "adafactor":
+        return torch.optim.Adafactor(params, lr=LR, foreach=foreach)
+    raise PlanOptionError(f"optimizer {setup.optimizer!r} is not supported yet")
+
+
+# --------------------------------------------------------------------------
+# The batch and the loss
+# --------------------------------------------------------------------------
+
+def _forward_params(model: nn.Module) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def label_specs(model: nn.Module, cfg: Any, plan: InputPlan) -> list[TensorSpec]:
+    """Labels for the task's own loss, as transformers computes it in forward.
+
+    Language models predict their input ids; seq2seq models the decoder ids;
+    classifiers get one class per sample (per token for token classifiers).
+    A model without a ``labels`` argument gets none: the step then uses
+    ``output.float().sum()`` as the loss.
+    """
+    params = _forward_params(model)
+    if "labels" not in params or cfg is None:
+        return []
+    cls = type(model).__name__
+    by_name = {t.name: t for t in plan.tensors}
+    num_labels = int(getattr(cfg, "num_labels", 2) or 2)
+    b = plan.batch
+    if cls.endswith(("ForCausalLM", "LMHeadModel", "ForMaskedLM")) and "input_ids" in by_name:
+        t = by_name["input_ids"]
+        return [TensorSpec("labels", t.shape, torch.long, t.high)]
+    if cls.endswith("ForConditionalGeneration") and "decoder_input_ids" in by_name:
+        t = by_name["decoder_input_ids"]
+        return [TensorSpec("labels", t.shape, torch.long, t.high)]
+    if cls.endswith("ForTokenClassification") and "input_ids" in by_name:
+        return [TensorSpec("labels", by_name["input_ids"].shape, torch.long, num_labels)]
+    if cls.endswith(("ForSequenceClassification", "ForImageClassification", "ForAudioClassification")):
+        if getattr(cfg, "problem_type", None) == "multi_label_classification":
+            return [TensorSpec("labels", (b, num_labels), torch.float32)]
+        return [TensorSpec("labels", (b,), torch.long, num_labels)]
+    return []
+
+
+def make_batch(plan: InputPlan, labels: list[TensorSpec], setup: TrainSetup, seed: int | None = None) -> dict[str, torch.Tensor]:
+    """Materialise the inputs and labels (under FakeTensorMode: nothing allocated).
+
+    Float inputs follow the weights' dtype when the whole model is in bf16.
+    """
+    if seed is not None:
+        torch.manual_seed(seed)
+    specs = list(plan.tensors) + list(labels)
+    out: dict[str, torch.Tensor] = {}
+    for t in specs:
+        if t.dtype.is_floating_point:
+            dtype = setup.compute_dtype if setup.precision == "bf16" or setup.mode == "inference" and not setup.autocast else t.dtype
+            out[t.name] = torch.randn(t.shape, dtype=dtype)
+        elif t.high is not None:
+            out[t.name] = torch.randint(0, max(t.high, 1), t.shape, dtype=t.dtype)
+        else:
+            out[t.name] = torch.ones(t.shape, dtype=t.dtype)
+    return out
+
+
+def _first_float(out) -> torch.Tensor | None:
+    if isinstance(out, torch.Tensor):
+        return out if out.dtype.is_floating_point else None
+    if isinstance(out, dict) or hasattr(out, "values"):
+        vals = list(out.values())
+    elif isinstance(out, (tuple, list)):
+        vals = list(out)
+    else:
+        return None
+    for v in vals:
+        t = _first_float(v)
+        if t is not None:
+            return t
+    return None
+
+
+def loss_of(out) -> torch.Tensor:
+    """The task loss transformers computed, else the first floating output summed."""
+    loss = getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss
+    t = _first_float(out)
+    if t is None or not t.requires_grad:
+        raise PlanOptionError("the model's output has no floating tensor to train on")
+    return t.float().sum()
+
+
+# --------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------
+
+class Observer:
+    """What the loop tells whoever watches it (the tracker, the profiler)."""
+
+    @contextlib.contextmanager
+    def phase(self, step: int, name: str) -> Iterator[None]:
+        yield
+
+    def after_backward(self, model: nn.Module) -> None:
+        pass
+
+
+def autocast_for(setup: TrainSetup, device_type: str):
+    if not setup.autocast:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type, dtype=setup.compute_dtype)
+
+
+def train(
+    model: nn.Module,
+    batch: dict[str, torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    setup: TrainSetup,
+    steps: int,
+    observer: Observer,
+    *,
+    device_type: str = "cpu",
+    loss_fn: Callable[[Any], torch.Tensor] = loss_of,
+) -> None:
+    """``steps`` training steps; every reference is dropped where a training loop drops it."""
+    for step in range(1, steps + 1):
+        with observer.phase(step, "forward"):
+            with autocast_for(setup, device_type):
+                out = model(**batch)
+                loss = loss_fn(out)
+            del out
+        with observer.phase(step, "backward"):
+            loss.backward()
+            del loss
+            observer.after_backward(model)
+        with observer.phase(step, "optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,250 @@
+"""Follow every tensor storage of a training step from birth to death.
+
+:class:`LiveTracker` is a ``TorchDispatchMode``: it sees the outputs of every
+ATen op (under ``FakeTensorMode`` for a simulation, or on real tensors).  For
+each output it looks at the tensor's *storage*, so views, in-place results
+and tensors sharing memory are counted once.  A new storage is a new
+allocation of ``storage.nbytes()`` bytes; a weak reference with a callback on
+the storage object tells when Python (or autograd) drops the last reference,
+which is when the real allocator would free it.  PyTorch keeps one Python
+object per storage for as long as the storage lives ("PyObject
+preservation"), so that callback fires exactly once, at the free.
+
+Everything is kept as a list of :class:`Life` records (bytes, birth, death,
+step, phase, module) in event order; :mod:`neurarch.plan.memory` replays the
+list to find the peak and what was alive at that instant.
+
+Where this comes from: ``torch.distributed._tools.mem_tracker.MemTracker``
+uses the same storage/weakref idea.  We differ in three ways: the category of
+a storage is decided from its whole life, after the run (an activation is a
+forward tensor still alive when backward starts; optimizer state is made in
+``step()`` and outlives it), the module in backward comes from the autograd
+node being run (no hooks that could hold gradients), and any number of steps
+can be tracked without a reset.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+# Roles a storage can be given before or outside its life (the rest are decided
+# from the lifetime: see memory._category).
+WEIGHTS = "weights"
+INPUT = "input"
+GRADIENT = "gradient"
+
+
+@dataclass(slots=True)
+class Life:
+    """One storage: ``nbytes`` alive from event ``start`` to event ``end``."""
+
+    nbytes: int
+    start: int
+    end: int | None  # None: still alive when tracking stopped
+    step: int  # 0 = set-up (weights, inputs), then 1, 2, ...
+    phase: str  # set-up | forward | backward | optimizer
+    module: str | None
+    role: str | None = None  # weights / input / gradient, when known
+    survives_forward: bool = False  # set after the run: made in forward, alive when it ended
+    survives_optimizer: bool = False  # made in optimizer.step(), alive after the phase
+
+
+class _ModuleStack:
+    """The innermost module running the forward pass, by qualified name.
+
+    Global module hooks keep a stack; ``always_call`` makes the post-hook run
+    even when forward raises, so the stack never drifts.
+    """
+
+    def __init__(self, root: nn.Module | None, prefix_strip: tuple[str, ...] = ()):
+        self.names: dict[int, str] = {}
+        if root is not None:
+            for name, mod in root.named_modules(remove_duplicate=False):
+                for p in prefix_strip:
+                    if name.startswith(p):
+                        name = name[len(p):]
+                        break
+                self.names.setdefault(id(mod), name or type(root).__name__)
+        self.stack: list[str] = []
+        self._handles: list = []
+
+    def __enter__(self):
+        self._handles = [
+            nn.modules.module.register_module_forward_pre_hook(self._pre),
+            nn.modules.module.register_module_forward_hook(self._post, always_call=True),
+        ]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self.stack.clear()
+
+    def _pre(self, mod, args):
+        name = self.names.get(id(mod))
+        if name is not None:
+            self.stack.append(name)
+
+    def _post(self, mod, args, out):
+        if id(mod) in self.names and self.stack:
+            self.stack.pop()
+
+    @property
+    def current(self) -> str | None:
+        return self.stack[-1] if self.stack else None
+
+
+class _NodeNames(TorchFunctionMode):
+    """Remember which module made each autograd node, to name modules in backward.
+
+    A torch-level call's outputs carry their ``grad_fn`` here (we sit above
+    autograd), so the node is mapped to the module running at that moment.
+    Nodes cannot be weakly referenced, so we map ``id(node)`` and clear the map
+    after each backward; a reused id is simply overwritten.
+    """
+
+    def __init__(self, modules: _ModuleStack):
+        super().__init__()
+        self.modules = modules
+        self.by_node: dict[int, str] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = self.modules.current
+        if name is not None:
+            for t in tree_leaves(out) if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    fn = t.grad_fn
+                    if fn is not None:
+                        self.by_node[id(fn)] = name
+        return out
+
+
+class LiveTracker(TorchDispatchMode):
+    """Record the life of every storage an op creates.  Use as a context manager.
+
+    ``register(t, role)`` declares tensors that exist before tracking starts
+    (weights, inputs).  ``set_phase`` / ``step`` are called by the training
+    loop.  ``live`` and ``peak`` are running totals of live bytes.
+    """
+
+    def __init__(self, root: nn.Module | None = None, *, prefix_strip: tuple[str, ...] = ()):
+        super().__init__()
+        self.lives: list[Life] = []
+        self._by_storage: dict[int, tuple[Life, weakref.ref]] = {}
+        self.events = 0
+        self.live = 0
+        self.peak = 0
+        self.step = 0
+        self.phase = "set-up"
+        self.modules = _ModuleStack(root, prefix_strip)
+        self.nodes = _NodeNames(self.modules)
+        self._bw_module: str | None = None
+        self.closed = False
+
+    # -- the training loop's calls ---------------------------------------
+    def set_phase(self, step: int, phase: str) -> None:
+        self.step, self.phase = step, phase
+        if phase != "backward":
+            self._bw_module = None
+
+    def end_backward(self) -> None:
+        self.nodes.by_node.clear()
+
+    def register(self, t: torch.Tensor, role: str) -> None:
+        """Declare a tensor that already exists (weights, inputs, gradients)."""
+        life = self._see(t)
+        if life is not None and role is not None:
+            life.role = role
+
+    def mark(self, t: torch.Tensor, role: str) -> None:
+        """Give the storage under ``t`` a role (e.g. 'gradient' for ``p.grad``)."""
+        try:
+            entry = self._by_storage.get(id(t.untyped_storage()))
+        except (RuntimeError, NotImplementedError):
+            return
+        if entry is not None:
+            entry[0].role = role
+
+    # -- bookkeeping -------------------------------------------------------
+    def _module(self) -> str | None:
+        if self.phase == "backward":
+            node = torch._C._current_autograd_node()
+            if node is not None:
+                name = self.nodes.by_node.get(id(node))
+                if name is not None:
+                    self._bw_module = name
+            return self._bw_module
+        return self.modules.current
+
+    def _see(self, t: torch.Tensor) -> Life | None:
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # sparse, nested: no single storage
+            return None
+        key = id(st)
+        n = st.nbytes()
+        entry = self._by_storage.get(key)
+        if entry is not None:
+            life = entry[0]
+            if life.nbytes != n:  # resized in place: a new block, then the old one goes
+                new = self._new_life(n)
+                self._end(life)
+                self._by_storage[key] = (new, entry[1])
+                return new
+            return life
+        life = self._new_life(n)
+        self._by_storage[key] = (life, weakref.ref(st, lambda _r, k=key: self._freed(k)))
+        return life
+
+    def _new_life(self, n: int) -> Life:
+        self.events += 1
+        life = Life(n, self.events, None, self.step, self.phase, self._module())
+        self.lives.append(life)
+        self.live += n
+        if self.live > self.peak:
+            self.peak = self.live
+        return life
+
+    def _end(self, life: Life) -> None:
+        self.events += 1
+        life.end = self.events
+        self.live -= life.nbytes
+
+    def _freed(self, key: int) -> None:
+        entry = self._by_storage.pop(key, None)
+        if entry is not None and not self.closed:
+            self._end(entry[0])
+
+    # -- dispatch ------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not self.closed:
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self._see(t)
+        return out
+
+    def __enter__(self):
+        self.modules.__enter__()
+        self.nodes.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self.nodes.__exit__(*exc)
+            self.modules.__exit__(*exc)
+
+    def close(self) -> None:
+        """Stop listening (frees after this moment are not events of the run)."""
+        self.closed = True
