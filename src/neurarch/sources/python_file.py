@@ -193,5 +193,5 @@ def load(spec: str, *, trust_remote_code: bool = False) -> ModelSource:
         kind="python",
         provenance=f"user code: {kind} {name} in {path}",
         factory=build_model,
-        notes=[f"built by calling {name}() from {file_path} on the meta device; no checkpoint read, so no published count"],
+        notes=[f"built by calling {name}() from {file_path} on the meta device"],
     )

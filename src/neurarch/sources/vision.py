@@ -179,7 +179,7 @@ def _load_timm(spec: str, name: str) -> ModelSource:
     else:
         shape = (3, DEFAULT_SIZE, DEFAULT_SIZE)
         notes.append(f"timm registers no input_size for {name}: input 3x{DEFAULT_SIZE}x{DEFAULT_SIZE}, neurarch's default")
-    notes.append("built with pretrained=False: no weights read, so no published checkpoint count")
+    notes.append("built with pretrained=False: sized by the pretrained_cfg, no weights read")
 
     def make(notes: list[str]):
         # pretrained=False reads no weights, but timm still sizes the model
