@@ -125,3 +125,9 @@ def test_real_process_has_no_traceback(tmp_path):
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "neurarch.cli", str(p), "--debug"], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_time_limit_is_a_clear_error(capsys):
+    # Llama-3.1-70B takes seconds to trace; a 10 ms budget cannot be met.
+    rc, out, err = run_cli(capsys, "meta-llama/Llama-3.1-70B-Instruct", "--timeout", "0.01")
+    assert rc == 2 and "took longer than" in err and len(err.strip().splitlines()) == 1

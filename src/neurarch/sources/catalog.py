@@ -86,7 +86,7 @@ def entries() -> dict[str, CatalogEntry]:
             id=model_id,
             filename=path.name,
             tier=tier,
-            provenance=f"tier {tier}: {p.get('source_repo', 'unknown')} {p.get('source_path', '')}".strip(),
+            provenance=f"tier {tier}: {re.sub(r' *[(]tier [ABC][)]', '', p.get('source_repo', 'unknown'))} {p.get('source_path', '')}".strip(),
             checkpoint_count=int(c["count"]) if c else None,
             checkpoint_source=src,
             architecture=archs[0],
