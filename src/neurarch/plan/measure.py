@@ -7,7 +7,9 @@ allocator reports every allocation and free to the profiler
 ``ProfiledCPUMemoryReporter``), with its size in bytes.  We replay those
 events in time order; the running sum's maximum, plus what was alive before
 the window opened (weights, buffers, the batch: the sum of their storages),
-is the measured peak.  Kernel-internal buffers that never become tensors
+is the measured peak.  (The reporter only knows blocks it saw allocated, so
+a free of an older block is no event: the baseline must, and does, stay
+alive through the window.)  Kernel-internal buffers that never become tensors
 (oneDNN scratchpads, for instance) are allocator events too, so they are in
 the measurement although a simulation of tensors cannot see them.
 
@@ -50,10 +52,6 @@ class AllocatorTrace:
                 best, when = live, t
         return best, when
 
-    def foreign_frees(self) -> int:
-        """Bytes freed in the window that were allocated before it (not in the baseline's tensors)."""
-        born = {addr for _, n, addr in self.events if n > 0}
-        return -sum(n for _, n, addr in self.events if n < 0 and addr not in born)
 
 
 def _walk(nodes) -> Iterator:
@@ -107,7 +105,6 @@ class Measurement:
     baseline_bytes: int  # weights, buffers and the batch before the first step
     step_peaks: list[int]  # per step
     phase: str | None  # "2:backward": step and phase of the peak
-    foreign_free_bytes: int
     threads: int
 
 
@@ -125,10 +122,9 @@ def measure_cpu(
 
     ``make_model`` builds the real module (random weights) on CPU.  ``threads``
     pins torch's intra-op threads (1 by default: some CPU kernels size their
-    scratch per thread).
+    scratch per thread).  ``setup.device == "cuda"`` runs the optimizer CUDA
+    would run (multi-tensor), on CPU; the kernels themselves are CPU's.
     """
-    if setup.device != "cpu":
-        setup = TrainSetup(**{**setup.__dict__, "device": "cpu"})
     old_threads = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -159,6 +155,6 @@ def measure_cpu(
             for name, (a, b) in trace.ranges.items():
                 if a <= when <= b:
                     phase = name
-        return Measurement(peak, baseline, step_peaks, phase, trace.foreign_frees(), torch.get_num_threads())
+        return Measurement(peak, baseline, step_peaks, phase, torch.get_num_threads())
     finally:
         torch.set_num_threads(old_threads)
