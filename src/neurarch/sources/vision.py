@@ -181,7 +181,7 @@ def _load_timm(spec: str, name: str) -> ModelSource:
         notes.append(f"timm registers no input_size for {name}: input 3x{DEFAULT_SIZE}x{DEFAULT_SIZE}, neurarch's default")
     notes.append("built with pretrained=False: sized by the pretrained_cfg, no weights read")
 
-    def make(notes: list[str]):
+    def make(build_notes: list[str]):
         # pretrained=False reads no weights, but timm still sizes the model
         # (classes, image size) from the tag's pretrained_cfg: the published architecture.
         return timm.create_model(name, pretrained=False)
