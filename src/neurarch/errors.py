@@ -68,3 +68,19 @@ class InputError(NeurarchError, ValueError):
 
 class TraceTimeout(NeurarchError, TimeoutError):
     """The trace took longer than the time limit."""
+
+
+class UnknownRuleError(NeurarchError, KeyError):
+    """A verifier rule id (``--disable ID``) that no registered rule has."""
+
+    def __init__(self, rule_id: str, known: list[str] | tuple[str, ...] = ()):
+        import difflib
+
+        self.rule_id = rule_id
+        close = difflib.get_close_matches(rule_id, list(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "; `neurarch-trace checks` lists them"
+        self.message = f"unknown rule id {rule_id!r}{hint}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return self.message

@@ -1,0 +1,53 @@
+"""The report section 'What the verifier says', as plain text or Markdown.
+
+Renderers call :func:`section` with the report's findings and verifier
+summary; the output is either the findings, most severe first, with their
+fixes and the count by severity, or 'No finding on the reconstructed graph'.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from .schema import SEVERITIES, Finding, Verifier
+
+TITLE = "What the verifier says"
+
+
+def counts_line(v: Verifier) -> str:
+    """'1 error, 2 warn, 0 info (19 rules run, 1 disabled, 3 not applicable)'."""
+    parts = [f"{v.counts.get(s, 0)} {s}" for s in SEVERITIES]
+    extra = [f"{len(v.rules_run)} rules run"]
+    if v.disabled:
+        extra.append(f"{len(v.disabled)} disabled")
+    if v.skipped:
+        extra.append(f"{len(v.skipped)} not applicable")
+    if v.rule_errors:
+        extra.append(f"{len(v.rule_errors)} failed")
+    return ", ".join(parts) + f" ({', '.join(extra)})"
+
+
+def context_line(v: Verifier) -> str:
+    mode = "training from scratch" if v.from_scratch else ("fine-tuning" if v.training else "inference only")
+    return f"Output: {v.output_kind} ({v.output_kind_reason}); assumed: {mode}."
+
+
+def section(findings: Iterable[Finding], verifier: Optional[Verifier], markdown: bool = False) -> str:
+    findings = list(findings)
+    v = verifier or Verifier()
+    lines = [f"## {TITLE}" if markdown else TITLE, ""]
+    if not findings:
+        lines.append("No finding on the reconstructed graph. See the checks: `neurarch-trace checks`.")
+    for f in findings:
+        where = f" `{f.node}`" if f.node else ""
+        if markdown:
+            lines.append(f"- **{f.severity}** [`{f.rule}`](docs/checks/{f.rule}.md){where}: {f.message}  ")
+            lines.append(f"  Fix: {f.fix}")
+        else:
+            lines.append(f"  {f.severity:<5} {f.rule}{where}")
+            lines.append(f"        {f.message}")
+            lines.append(f"        Fix: {f.fix}")
+    for e in v.rule_errors:
+        lines.append(f"{'- ' if markdown else '  '}rule {e.rule} failed on this model ({e.error}); the other rules ran.")
+    lines += ["", counts_line(v) + ".", context_line(v)]
+    return "\n".join(lines)
