@@ -247,7 +247,9 @@ def residual_init_not_depth_scaled(ctx: CheckContext):
 
     branches = _residual_branches(ctx)
     if len(branches) < DEPTH_SCALING_MIN_BRANCHES:
-        raise NotApplicable(f"{len(branches)} residual branches (the rule looks at {DEPTH_SCALING_MIN_BRANCHES} or more)")
+        raise NotApplicable(
+            f"{len(branches)} attention/MLP blocks feed a residual Add directly (the rule looks at {DEPTH_SCALING_MIN_BRANCHES} or more)"
+        )
     inits = traced_init(ctx.model)
     if inits is None:
         raise NotApplicable("the model has no initialize_weights() to trace (plain modules initialise in __init__)")
