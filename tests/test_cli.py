@@ -131,3 +131,25 @@ def test_time_limit_is_a_clear_error(capsys):
     # Llama-3.1-70B takes seconds to trace; a 10 ms budget cannot be met.
     rc, out, err = run_cli(capsys, "meta-llama/Llama-3.1-70B-Instruct", "--timeout", "0.01")
     assert rc == 2 and "took longer than" in err and len(err.strip().splitlines()) == 1
+
+
+def test_verifier_section_in_every_format(capsys):
+    # dinov2-small is a backbone: no normalization-at-output warning (the seed's
+    # false positive), but its mask_token (384 scalars) gets no gradient.
+    rc, out, _ = run_cli(capsys, "facebook/dinov2-small", "--format", "json")
+    doc = json.loads(out)
+    rules = [f["rule"] for f in doc["findings"]]
+    assert "norm-at-output" not in rules and "dead-parameters" in rules
+    assert set(doc["findings"][0]) >= {"rule", "severity", "node", "message", "fix"}
+    assert doc["verifier"]["counts"]["warn"] >= 1
+    for fmt, needle in (("text", "What the verifier says"), ("markdown", "## What the verifier says"), ("html", "<h2>What the verifier says</h2>")):
+        rc, out, _ = run_cli(capsys, "facebook/dinov2-small", "--format", fmt)
+        assert rc == 0 and needle in out and "dead-parameters" in out
+    rc, out, _ = run_cli(capsys, "facebook/dinov2-small", "--disable", "dead-parameters", "--format", "json")
+    assert "dead-parameters" not in [f["rule"] for f in json.loads(out)["findings"]]
+
+
+def test_checks_listing(capsys):
+    rc, out, _ = run_cli(capsys, "checks", "--format", "json")
+    rules = json.loads(out)
+    assert rc == 0 and len(rules) >= 15 and set(rules[0]) == {"id", "severity", "summary"}

@@ -40,6 +40,10 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--precision", default="bf16-mixed", help="fp32 | bf16-mixed (default) | fp16-mixed | bf16")
     g.add_argument("--card", action="append", default=[], metavar="CARD", help="headline card (default A10G); NAME:GB adds a custom card; repeatable")
     g.add_argument("--price", action="append", default=[], metavar="CARD=USD", help="override a card's on-demand price per hour; repeatable")
+    g = p.add_argument_group("verifier")
+    g.add_argument("--from-scratch", action="store_true", help="you train from scratch (initialisation checks apply); default: fine-tuning")
+    g.add_argument("--disable", action="append", default=[], metavar="RULE", help="turn a verifier rule off (repeatable or comma-separated; see `neurarch-trace checks`)")
+    g.add_argument("--no-verify", action="store_true", help="skip the verifier")
     g = p.add_argument_group("source")
     g.add_argument("--revision", help="hub revision (branch, tag or commit); skips the bundled catalog")
     g.add_argument("--offline", action="store_true", help="never contact the Hub: bundled catalog and the local HF cache only (as HF_HUB_OFFLINE=1)")
@@ -54,7 +58,7 @@ def _trace_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="neurarch-trace",
         description="Rebuild a model from its config on fake tensors (no weights read) and report its layers and exact parameter counts.",
-        epilog="Other commands: `neurarch-trace catalog` lists the bundled offline catalog.",
+        epilog="Other commands: `neurarch-trace catalog` lists the bundled offline catalog; `neurarch-trace checks` lists the verifier's rules.",
     )
     p.add_argument("models", nargs="+", metavar="MODEL", help="hub id, catalog id, config.json, model folder, timm:NAME, torchvision:NAME or python:FILE.py:Factory")
     p.add_argument("--format", "-f", choices=["text", "json", "jsonl", "markdown", "html"], default="text")
@@ -91,6 +95,13 @@ def _options(args):
         input_shape=parse_shape(args.input_shape) if args.input_shape else None,
     )
     inputs.validate()
+    from .verify import parse_disable
+
+    disable = parse_disable(args.disable)
+    from .cost import PRECISIONS
+
+    if args.precision not in PRECISIONS:
+        raise NeurarchError(f"unknown --precision {args.precision!r}; choose one of {', '.join(PRECISIONS)}")
     cost = None
     if args.cost or args.plan:
         from .pipeline import CostOptions
@@ -123,6 +134,10 @@ def _options(args):
         backward=not args.no_backward,
         timeout_s=args.timeout,
         cost=cost,
+        precision=args.precision,
+        from_scratch=args.from_scratch,
+        disable=disable,
+        verify=not args.no_verify,
     )
 
 
@@ -201,7 +216,9 @@ def _run_catalog(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    commands = {"catalog": _run_catalog}
+    from .verify.cli import main as checks_main
+
+    commands = {"catalog": _run_catalog, "checks": checks_main}
     try:
         if argv and argv[0] in commands:
             return commands[argv[0]](argv[1:])

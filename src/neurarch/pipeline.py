@@ -65,6 +65,10 @@ class Options:
     backward: bool = True
     timeout_s: float | None = DEFAULT_TIMEOUT_S
     cost: CostOptions | None = None  # price a training run
+    precision: str = "bf16-mixed"  # training precision the plan and the verifier assume
+    from_scratch: bool = False  # training from scratch (init rules apply) rather than fine-tuning
+    disable: set = field(default_factory=set)  # verifier rule ids turned off
+    verify: bool = True
 
 
 @contextlib.contextmanager
@@ -187,7 +191,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
     def outcome(o):
         return None if o is None else PassResult(ok=o.ok, error=o.error, module=o.module, seconds=round(o.seconds, 3))
 
-    return Report(
+    report = Report(
         tool=f"neurarch {__version__}",
         model=ModelInfo(
             id=source.id,
@@ -215,3 +219,18 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         cost=cost,
         warnings=warnings,
     )
+    if opts.verify:
+        from . import verify
+
+        ctx = verify.CheckContext(
+            report=report,
+            model=built.model,
+            config=built.config,
+            from_scratch=opts.from_scratch,
+            training=True,
+            precision=opts.precision,
+        )
+        result = verify.run(ctx, opts.disable)
+        report.findings = result.findings
+        report.verifier = result.verifier
+    return report

@@ -12,6 +12,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, Field
 
 from .cost.schema import CostSection
+from .verify.schema import Finding, Verifier
 
 SCHEMA_VERSION = "1.0"
 
@@ -108,6 +109,8 @@ class Report(_Model):
     params: Params
     structure: Structure
     cost: Optional[CostSection] = Field(None, description="What it costs to run (with --plan or --cost).")
+    findings: list[Finding] = Field(default_factory=list, description="What the verifier says, most severe first.")
+    verifier: Optional[Verifier] = Field(None, description="Counts by severity, rules run/disabled/not applicable/failed, output kind.")
     warnings: list[str] = Field(default_factory=list)
 
 

@@ -71,6 +71,21 @@ def render_html(report: Report) -> str:
         for r in cost_rows(report):
             parts.append("<tr>" + "".join(f"<td{' class=num' if 1 <= i <= 5 else ''}>{e(x)}</td>" for i, x in enumerate(r)) + "</tr>")
         parts.append("</table>" + "".join(f"<p class=meta>{e(x)}</p>" for x in summary[1:]))
+    if report.verifier is not None:
+        from ..verify.text import context_line, counts_line
+
+        parts.append("<h2>What the verifier says</h2>")
+        if not report.findings:
+            parts.append("<p>No finding on the reconstructed graph. See the checks: <code>neurarch-trace checks</code>.</p>")
+        else:
+            parts.append("<ul>")
+            for f in report.findings:
+                node = f" <code>{e(f.node)}</code>" if f.node else ""
+                parts.append(f"<li><b>{e(f.severity)}</b> <code>{e(f.rule)}</code>{node}: {e(f.message)}<br>Fix: {e(f.fix)}</li>")
+            parts.append("</ul>")
+        for err in report.verifier.rule_errors:
+            parts.append(f"<p class=bad>rule {e(err.rule)} failed on this model ({e(err.error)}); the other rules ran.</p>")
+        parts.append(f"<p class=meta>{e(counts_line(report.verifier))}. {e(context_line(report.verifier))}</p>")
     if report.warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")
     parts.append(f"<p class=meta>{e(report.tool)}, report schema {e(report.schema_version)}</p></body></html>\n")

@@ -58,6 +58,10 @@ def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
         out.append("|---|---:|---:|---:|---:|---:|---|---|")
         out += ["| " + " | ".join(_esc(x) for x in r) + " |" for r in cost_rows(report)]
         out += [""] + cost_summary(report)[1:]
+    if report.verifier is not None:
+        from ..verify.text import section
+
+        out += ["", section(report.findings, report.verifier, markdown=True)]
     if report.warnings:
         out += ["", "## Warnings", ""]
         out += [f"- {_esc(w)}" for w in report.warnings]

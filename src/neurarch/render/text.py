@@ -72,6 +72,10 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
         con.print(ct)
         for line in cost_summary(report):
             con.print(line)
+    if report.verifier is not None:
+        from ..verify.text import section
+
+        con.print(section(report.findings, report.verifier), markup=False, highlight=False)
     for w in report.warnings:
         con.print(f"[yellow]warning:[/yellow] {w}")
     return buf.getvalue()

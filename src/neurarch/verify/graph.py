@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from torch import nn
 
-from ..report import Node
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # report.py imports verify.schema: no import cycle at run time
+    from ..report import Node
 
 if TYPE_CHECKING:
     from .context import CheckContext
