@@ -14,6 +14,11 @@ Each entry says why it is here:
   while the CPU kernel multiplies float32 too.  We run the meta kernel on
   bfloat16 stand-ins and give the output the caller's dtype.  This is the
   failure torch's MemTracker has on fp32 MoE models.
+* ``aten._local_scalar_dense`` (``.item()``) inside ``optimizer.step()`` only:
+  torch.optim.Adafactor reads its step counter with ``.item()``; a fake
+  tensor has no value.  The counter only scales the update, never a size, so
+  we answer 1.  Outside the optimizer a value-dependent size is an error the
+  caller sees.
 """
 
 from __future__ import annotations
@@ -48,10 +53,24 @@ if hasattr(aten, "_grouped_mm"):
 
 
 class FakeGaps(TorchDispatchMode):
-    """Answer the ops whose meta kernels are stricter than the real ones."""
+    """Answer the ops whose meta kernels are stricter than the real ones.
+
+    ``in_optimizer`` is switched on by the training loop's observer while
+    ``optimizer.step()`` runs.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.in_optimizer = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.in_optimizer and func is aten._local_scalar_dense.default:
+            try:
+                return func(*args, **kwargs)
+            except Exception:  # no value behind a fake tensor: see the module doc
+                t = args[0]
+                return True if t.dtype == torch.bool else (1.0 if t.dtype.is_floating_point else 1)
         fix = _FIXES.get(func)
         if fix is not None:
             return fix(func, args, kwargs)

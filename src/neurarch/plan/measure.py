@@ -117,6 +117,7 @@ def measure_cpu(
     steps: int = 2,
     seed: int = 0,
     threads: int | None = 1,
+    onednn: bool = True,
 ) -> Measurement:
     """Run ``steps`` real training steps on CPU with random weights; measure the allocator peak.
 
@@ -124,6 +125,9 @@ def measure_cpu(
     pins torch's intra-op threads (1 by default: some CPU kernels size their
     scratch per thread).  ``setup.device == "cuda"`` runs the optimizer CUDA
     would run (multi-tensor), on CPU; the kernels themselves are CPU's.
+    ``onednn=False`` runs PyTorch's native CPU kernels instead of oneDNN's,
+    whose convolutions reorder activations into blocked layouts in scratch
+    buffers the size of an activation (CPU-only memory that is no tensor).
     """
     old_threads = torch.get_num_threads()
     if threads:
@@ -133,13 +137,13 @@ def measure_cpu(
         base = make_model()
         labels = label_specs(base, cfg, plan)
         model = prepare(base, setup)
-        batch = make_batch(plan, labels, setup, seed=seed)
+        batch = make_batch(plan, labels, setup, real=True, seed=seed)
         optimizer = make_optimizer(trainable(model), setup)
         gc.collect()
         baseline = storage_bytes([*model.parameters(), *model.buffers(), *batch.values()])
         gc.disable()
         try:
-            with allocator_events() as box:
+            with torch.backends.mkldnn.flags(enabled=onednn), allocator_events() as box:
                 train(model, batch, optimizer, setup, steps, _Marks(), device_type="cpu")
         finally:
             gc.enable()

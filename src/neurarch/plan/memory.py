@@ -149,15 +149,22 @@ def _to_fake(model: nn.Module, mode: FakeTensorMode, device: str = "cpu") -> Non
 # --------------------------------------------------------------------------
 
 class _Watch(Observer):
-    def __init__(self, tracker: LiveTracker):
+    def __init__(self, tracker: LiveTracker, gaps: FakeGaps | None = None):
         self.tracker = tracker
+        self.gaps = gaps
         self.phase_starts: list[tuple[int, int, str]] = []  # (event, step, phase)
 
     @contextlib.contextmanager
     def phase(self, step: int, name: str):
         self.tracker.set_phase(step, name)
         self.phase_starts.append((self.tracker.events, step, name))
-        yield
+        if self.gaps is not None:
+            self.gaps.in_optimizer = name == "optimizer"
+        try:
+            yield
+        finally:
+            if self.gaps is not None:
+                self.gaps.in_optimizer = False
         self.tracker.set_phase(step, "between")
         self.phase_starts.append((self.tracker.events, step, f"end-{name}"))
 
@@ -212,12 +219,13 @@ def _run(model: nn.Module, setup: TrainSetup, body) -> tuple[LiveTracker, _Watch
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     _to_fake(model, mode)
     tracker = LiveTracker(model, prefix_strip=("base_model.model.",))
-    watch = _Watch(tracker)
+    gaps = FakeGaps()
+    watch = _Watch(tracker, gaps)
     kernels = CudaKernels() if setup.device == "cuda" else contextlib.nullcontext()
     gc.collect()
     gc.disable()
     try:
-        with warnings.catch_warnings(), mode, FakeGaps(), kernels, tracker:
+        with warnings.catch_warnings(), mode, gaps, kernels, tracker:
             warnings.simplefilter("ignore")
             for t in [*model.parameters(), *model.buffers()]:
                 tracker.register(t, WEIGHTS)
@@ -244,7 +252,7 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
         model = prepare(base, setup)
 
     def body(tracker: LiveTracker, watch: _Watch) -> None:
-        batch = make_batch(plan, labels, setup)
+        batch = make_batch(plan, labels, setup, real=False)
         for t in batch.values():
             tracker.register(t, INPUT)
         optimizer = make_optimizer(trainable(model), setup)
@@ -337,7 +345,7 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
     info: dict[str, int] = {}
 
     def body(tracker: LiveTracker, watch: _Watch) -> None:
-        batch = make_batch(plan, [], setup)
+        batch = make_batch(plan, [], setup, real=False)
         for t in batch.values():
             tracker.register(t, INPUT)
         with torch.no_grad(), autocast_for(setup, "cpu"):

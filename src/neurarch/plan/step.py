@@ -275,23 +275,31 @@ def label_specs(model: nn.Module, cfg: Any, plan: InputPlan) -> list[TensorSpec]
     return []
 
 
-def make_batch(plan: InputPlan, labels: list[TensorSpec], setup: TrainSetup, seed: int | None = None) -> dict[str, torch.Tensor]:
-    """Materialise the inputs and labels (under FakeTensorMode: nothing allocated).
+def _materialise(t: TensorSpec, real: bool, gen: torch.Generator) -> torch.Tensor:
+    """One input as the input planner makes it (its own values: masks, grids, special ids)."""
+    if real and hasattr(t, "real"):
+        return t.real(gen)
+    if not real and hasattr(t, "fake"):
+        return t.fake()
+    if t.dtype.is_floating_point:
+        return torch.randn(t.shape, dtype=t.dtype, generator=gen if real else None)
+    if t.high is not None:
+        return torch.randint(0, max(t.high, 1), t.shape, dtype=t.dtype, generator=gen if real else None)
+    return torch.ones(t.shape, dtype=t.dtype)
 
-    Float inputs follow the weights' dtype when the whole model is in bf16.
-    """
-    if seed is not None:
-        torch.manual_seed(seed)
-    specs = list(plan.tensors) + list(labels)
+
+def make_batch(plan: InputPlan, labels: list[TensorSpec], setup: TrainSetup, *, real: bool, seed: int = 0) -> dict[str, torch.Tensor]:
+    """The inputs and labels: real tensors for a measurement, fake ones (call
+    under FakeTensorMode) for a simulation.  Float inputs follow the weights'
+    dtype when the model runs without autocast in a low precision."""
+    gen = torch.Generator().manual_seed(seed)
     out: dict[str, torch.Tensor] = {}
-    for t in specs:
-        if t.dtype.is_floating_point:
-            dtype = setup.compute_dtype if setup.precision == "bf16" or setup.mode == "inference" and not setup.autocast else t.dtype
-            out[t.name] = torch.randn(t.shape, dtype=dtype)
-        elif t.high is not None:
-            out[t.name] = torch.randint(0, max(t.high, 1), t.shape, dtype=t.dtype)
-        else:
-            out[t.name] = torch.ones(t.shape, dtype=t.dtype)
+    cast = not setup.autocast and setup.compute_dtype != torch.float32 and (setup.precision == "bf16" or setup.mode == "inference")
+    for t in [*plan.tensors, *labels]:
+        x = _materialise(t, real, gen)
+        if cast and x.dtype.is_floating_point and t.name != "labels":
+            x = x.to(setup.compute_dtype)
+        out[t.name] = x
     return out
 
 

@@ -1,0 +1,252 @@
+"""How close is the simulated training-step peak to a real one?  (issue 3)
+
+For each model, mode (full fine-tune, LoRA) and precision (fp32, bf16-mixed):
+
+* estimate: ``neurarch.plan.memory.simulate`` on the meta model, fake tensors,
+  CPU kernel semantics (``device="cpu"``): the steady-state peak of live
+  tensor bytes (``peak_tensor_bytes``);
+* measured: the same model with random weights, two real training steps on
+  CPU, peak of the CPU allocator from the profiler's memory events plus the
+  weights/batch alive before (``neurarch.plan.measure.measure_cpu``).
+
+Models are the real architectures, downscaled in depth (and the MoE in width)
+so a real CPU step stays within seconds.  The measurement runs PyTorch's
+native CPU kernels (oneDNN off): oneDNN's convolutions keep activation-sized
+scratch buffers (blocked-layout reorders) that are not tensors and have no
+CUDA counterpart; for the CNNs a second column shows the measurement with
+oneDNN on.  Dropout stays on (train mode), as in real fine-tuning.
+
+Run:  python benchmarks/memory_accuracy.py [--only NAME] [--out docs/accuracy.md]
+Takes about 15-25 minutes on 2 CPU cores.  Results are cached in
+benchmarks/memory_accuracy.json (delete it to re-measure everything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+from neurarch.build import build_from_config
+from neurarch.inputs import InputOptions, plan_inputs
+from neurarch.plan.measure import measure_cpu
+from neurarch.plan.memory import simulate
+from neurarch.plan.step import TrainSetup
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = ROOT / "src" / "neurarch" / "catalog" / "configs"
+CACHE = Path(__file__).with_suffix(".json")
+
+
+def catalog(name: str, **over) -> dict:
+    raw = json.loads((CATALOG / f"{name}.json").read_text())
+    raw.update(over)
+    return raw
+
+
+def default(model_type: str, arch: str, **over) -> dict:
+    """A transformers config class's defaults (whisper: tiny; wav2vec2: base)."""
+    return {"model_type": model_type, "architectures": [arch], **over}
+
+
+# name, family, config, input options, what was downscaled
+MODELS = [
+    ("microsoft/resnet-50", "CNN", catalog("microsoft--resnet-50", depths=[1, 1, 1, 1]), dict(batch=4), "1 block per stage (of 3,4,6,3)"),
+    ("facebook/convnext-tiny-224", "CNN", catalog("facebook--convnext-tiny-224", depths=[1, 1, 1, 1]), dict(batch=2), "1 block per stage (of 3,3,9,3)"),
+    ("google/vit-base-patch16-224", "ViT", catalog("google--vit-base-patch16-224", num_hidden_layers=2), dict(batch=4), "2 of 12 layers"),
+    ("facebook/dinov2-small", "ViT", catalog("facebook--dinov2-small", num_hidden_layers=2), dict(batch=2, image_size=224), "2 of 12 layers, 224 px"),
+    ("microsoft/swin-tiny-patch4-window7-224", "ViT", catalog("microsoft--swin-tiny-patch4-window7-224", depths=[1, 1, 1, 1]), dict(batch=2), "1 block per stage (of 2,2,6,2)"),
+    ("openai/clip-vit-base-patch16", "ViT", catalog("openai--clip-vit-base-patch16", text_config={"num_hidden_layers": 2}, vision_config={"num_hidden_layers": 2}), dict(batch=2, seq_len=77), "2 of 12 layers per tower"),
+    ("bert-base-uncased", "encoder", catalog("bert-base-uncased", num_hidden_layers=2), dict(batch=4, seq_len=256), "2 of 12 layers"),
+    ("distilbert-base-uncased", "encoder", catalog("distilbert-base-uncased", n_layers=2), dict(batch=4, seq_len=256), "2 of 6 layers"),
+    ("sentence-transformers/all-MiniLM-L6-v2", "encoder", catalog("sentence-transformers--all-MiniLM-L6-v2"), dict(batch=8, seq_len=256), "none"),
+    ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "decoder (GQA)", catalog("TinyLlama--TinyLlama-1.1B-Chat-v1.0", num_hidden_layers=2), dict(batch=2, seq_len=256), "2 of 22 layers"),
+    ("Qwen/Qwen2-0.5B-Instruct", "decoder (GQA)", catalog("Qwen--Qwen2-0.5B-Instruct", num_hidden_layers=2), dict(batch=2, seq_len=256), "2 of 24 layers"),
+    ("gpt2", "decoder", catalog("gpt2", n_layer=2), dict(batch=4, seq_len=256), "2 of 12 layers"),
+    ("EleutherAI/pythia-160m", "decoder", catalog("EleutherAI--pythia-160m", num_hidden_layers=2), dict(batch=4, seq_len=256), "2 of 12 layers"),
+    ("t5-small", "encoder-decoder", catalog("t5-small", num_layers=2, num_decoder_layers=2), dict(batch=4, seq_len=256), "2+2 of 6+6 layers"),
+    ("facebook/bart-large-cnn", "encoder-decoder", catalog("facebook--bart-large-cnn", encoder_layers=1, decoder_layers=1), dict(batch=2, seq_len=256), "1+1 of 12+12 layers"),
+    ("whisper (tiny defaults)", "speech", default("whisper", "WhisperForConditionalGeneration", encoder_layers=2, decoder_layers=2), dict(batch=2), "none (tiny has 4+4; 2+2 here)"),
+    ("wav2vec2 (base defaults)", "speech", default("wav2vec2", "Wav2Vec2ForCTC", num_hidden_layers=2), dict(batch=2, seq_len=32000), "2 of 12 layers, 2 s audio"),
+    ("mixtral (small)", "MoE", default("mixtral", "MixtralForCausalLM", num_hidden_layers=2, hidden_size=512, intermediate_size=1024,
+                                       num_attention_heads=8, num_key_value_heads=2, vocab_size=8000, num_local_experts=8), dict(batch=2, seq_len=256),
+     "width 512, 8 experts of 1024, 2 layers, vocab 8000"),
+]
+
+SETUPS = [(mode, prec) for mode in ("full", "lora") for prec in ("fp32", "bf16-mixed")]
+
+
+def run_one(name, raw, opts, mode, prec, onednn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = build_from_config(dict(raw), name)
+        plan = plan_inputs(built.model, built.config, InputOptions(**opts))
+        setup = TrainSetup(mode=mode, precision=prec, device="cpu")
+        t0 = time.perf_counter()
+        sim = simulate(built, plan, setup)
+        t_sim = time.perf_counter() - t0
+
+        def make():
+            with torch.device("cpu"):
+                return type(built.model)(built.config)
+
+        t0 = time.perf_counter()
+        meas = measure_cpu(make, built.config, plan, setup, onednn=False)
+        t_meas = time.perf_counter() - t0
+        meas_on = measure_cpu(make, built.config, plan, setup, onednn=True) if onednn else None
+    return {
+        "estimate": sim.steady.bytes,
+        "estimate_first": sim.first.bytes,
+        "measured": meas.step_peaks[-1],
+        "measured_first": meas.step_peaks[0],
+        "measured_onednn": meas_on.step_peaks[-1] if meas_on else None,
+        "phase": f"{sim.steady.phase} / {sim.steady.module}",
+        "measured_phase": meas.phase,
+        "input": list(plan.main_shape),
+        "seconds_sim": round(t_sim, 2),
+        "seconds_measure": round(t_meas, 2),
+    }
+
+
+def err(r, key="measured"):
+    return 100.0 * (r["estimate"] - r[key]) / r[key]
+
+
+def machine() -> str:
+    cpu = platform.processor() or ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), cpu)
+    except OSError:
+        pass
+    import transformers
+
+    return (f"{cpu}, {torch.get_num_threads()} torch threads available (measured with 1), Linux {platform.release()}, "
+            f"Python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}")
+
+
+def render(results: dict) -> str:
+    rows = []
+    errs = []
+    for name, fam, _, _, down in MODELS:
+        for mode, prec in SETUPS:
+            r = results.get(f"{name}|{mode}|{prec}")
+            if r is None:
+                continue
+            if "error" in r:
+                rows.append(f"| {name} | {fam} | {mode} | {prec} | — | — | — | {r['error']} |")
+                continue
+            e = err(r)
+            errs.append(abs(e))
+            rows.append(f"| {name} | {fam} | {mode} | {prec} | {r['estimate']:,} | {r['measured']:,} | {e:+.3f}% | {r['phase']} |")
+    cnn = []
+    for name, fam, _, _, _ in MODELS:
+        for mode, prec in SETUPS:
+            r = results.get(f"{name}|{mode}|{prec}")
+            if r and r.get("measured_onednn"):
+                cnn.append(f"| {name} | {mode} | {prec} | {r['measured']:,} | {r['measured_onednn']:,} | {err(r, 'measured_onednn'):+.2f}% |")
+    median = statistics.median(errs) if errs else float("nan")
+    worst = max(errs) if errs else float("nan")
+    fams = sorted({fam for name, fam, *_ in MODELS if any(f"{name}|" in k for k in results)})
+    n_models = len({k.split("|")[0] for k in results})
+    lines = [
+        "# Accuracy of the memory simulator",
+        "",
+        "Estimated steady-state peak of live tensor bytes (`memory.<mode>.peak_tensor_bytes`, simulated on fake",
+        "tensors with CPU kernel semantics) against the peak measured at the CPU allocator during a real training",
+        "step of the same model with random weights (step 2: AdamW state alive). Method and caveats below the tables.",
+        "",
+        f"**{n_models} models, {len(fams)} families ({', '.join(fams)}), {len(errs)} runs: median |error| {median:.3f}%, worst {worst:.3f}%** "
+        "(targets: median <= 3%, worst <= 8%).",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        "Command: `python benchmarks/memory_accuracy.py` (results cached in `benchmarks/memory_accuracy.json`).",
+        "",
+        "| model | family | mode | precision | estimate (B) | measured (B) | error | peak at (phase / module) |",
+        "|---|---|---|---|---:|---:|---:|---|",
+        *rows,
+        "",
+        "## Downscaling",
+        "",
+        "Real architectures and widths, fewer layers so that a real CPU step takes seconds:",
+        "",
+        *[f"- {name}: {down}; input {results.get(f'{name}|full|fp32', {}).get('input', '?')}" for name, _, _, _, down in MODELS],
+        "",
+        "## Method",
+        "",
+        "- Training step as `transformers.Trainer` runs it: forward with the task's labels (causal/masked LM: the input ids; seq2seq:",
+        "  the decoder ids; classifiers: one class per sample; models without `labels`: `output.float().sum()`), keep the loss only,",
+        "  `loss.backward()`, `AdamW.step()`, `zero_grad(set_to_none=True)`; two steps, the second one reported.",
+        "- Train mode, dropout on. On CPU, `F.dropout` keeps a mask in the activation's dtype and SDPA with dropout runs the math",
+        "  kernel (full attention matrix kept); both the simulation (device semantics `cpu`) and the measurement do the same.",
+        "  The default simulation for a CUDA card (`device=\"cuda\"`) routes these to CUDA's kernels instead (bool dropout mask,",
+        "  fused attention) and uses the multi-tensor AdamW CUDA uses; those figures cannot be checked on a CPU.",
+        "- bf16-mixed: `torch.autocast(\"cpu\", bfloat16)` with fp32 weights for full fine-tuning; LoRA keeps frozen base weights in",
+        "  bf16 (as `from_pretrained(dtype=bfloat16)` loads them) and the adapters in fp32 (peft's default).",
+        "- LoRA: real peft injection, rank 16, every linear layer but the head (CNNs: the convolutions), peft's defaults otherwise.",
+        "- Measurement: `torch.profiler.profile(profile_memory=True)`, every CPU allocator allocation and free in time order, running",
+        "  sum plus the bytes of weights, buffers and batch alive before the window; the maximum within step 2. One intra-op thread.",
+        "  The measurement is itself checked against tensors of known size in `tests/test_memory_measure.py`.",
+        "- The measurement above runs with oneDNN off (`torch.backends.mkldnn.flags(enabled=False)`): PyTorch's native CPU kernels.",
+        "  With oneDNN on, convolutions copy activations into blocked layouts in allocator buffers that are no tensors (CPU-only",
+        "  kernel scratch); for transformer models the two agree. The CNNs with oneDNN on:",
+        "",
+        "| model | mode | precision | measured, oneDNN off (B) | measured, oneDNN on (B) | estimate vs oneDNN on |",
+        "|---|---|---|---:|---:|---:|",
+        *cnn,
+        "",
+        "## Where CPU and CUDA differ (not measurable here)",
+        "",
+        "- CUDA's caching allocator rounds each block up to 512 bytes (kMinBlockSize); `peak_bytes` replays the run with that",
+        "  rounding and adds two cuBLAS workspaces and the CUDA context (sourced in `src/neurarch/plan/overhead.py`). Allocator",
+        "  fragmentation is not modelled.",
+        "- Autocast keeps different ops in fp32 on the two devices (CUDA: softmax, layer_norm, exp, pow ... in fp32); the",
+        "  simulation follows the CPU lists, so bf16-mixed activations on CUDA are somewhat larger than estimated.",
+        "- cuDNN convolution workspaces (CUDA's counterpart of the oneDNN scratch above) are not simulated.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="run only models whose name contains this")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "accuracy.md"))
+    ap.add_argument("--render-only", action="store_true")
+    args = ap.parse_args(argv)
+    results = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    if not args.render_only:
+        for name, fam, raw, opts, _ in MODELS:
+            if args.only and args.only not in name:
+                continue
+            for mode, prec in SETUPS:
+                key = f"{name}|{mode}|{prec}"
+                if key in results:
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    results[key] = run_one(name, raw, opts, mode, prec, onednn=fam == "CNN")
+                except Exception as e:  # a failure is a row of the table, not a crash
+                    msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+                    results[key] = {"error": f"{type(e).__name__}: {msg}"}
+                r = results[key]
+                shown = f"{err(r):+.3f}%" if "error" not in r else r["error"]
+                print(f"{key}: {shown} ({time.perf_counter() - t0:.0f} s)", flush=True)
+                CACHE.write_text(json.dumps(results, indent=1, sort_keys=True))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(render(results))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
