@@ -84,3 +84,11 @@ class UnknownRuleError(NeurarchError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return self.message
+
+
+class VisionUnavailableError(NeurarchError, ImportError):
+    """timm or torchvision is not installed (or does not import beside this torch)."""
+
+    def __init__(self, library: str, detail: str):
+        self.library = library
+        super().__init__(f"{library} is not available ({detail})")

@@ -44,20 +44,12 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ..errors import NeurarchError, SourceNotFoundError
+from ..errors import VisionUnavailableError, NeurarchError, SourceNotFoundError
 from .base import ModelSource
 
 INSTALL_HINT = "pip install torch==2.14.1 torchvision==0.29.1 && pip install -e '.[vision]'"
 DEFAULT_SIZE = 224
 DEFAULT_CLIP_LEN = 16  # frames per video clip when the weights' docs do not say
-
-
-class VisionUnavailableError(NeurarchError, ImportError):
-    """timm or torchvision is not installed (or does not import beside this torch)."""
-
-    def __init__(self, library: str, detail: str):
-        self.library = library
-        super().__init__(f"{library} is not available ({detail}); install the vision extra: {INSTALL_HINT}")
 
 
 def _import(library: str):
@@ -72,7 +64,7 @@ def _import(library: str):
             return importlib.import_module(library)
     except Exception as e:
         detail = "not installed" if isinstance(e, ModuleNotFoundError) else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        raise VisionUnavailableError(library, detail) from None
+        raise VisionUnavailableError(library, f"{detail}; install the vision extra: {INSTALL_HINT}") from None
 
 
 def _unknown(spec: str, name: str, known: list[str], library: str) -> SourceNotFoundError:
