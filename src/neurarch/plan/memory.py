@@ -452,3 +452,47 @@ def memory_section(built: BuiltModel, plan: InputPlan, modes=("full", "lora", "i
             msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
             section.errors[mode] = f"{type(e).__name__}: {msg[:300]}"
     return section
+
+
+# --------------------------------------------------------------------------
+# The largest batch that fits a card
+# --------------------------------------------------------------------------
+
+def with_batch(plan: InputPlan, batch: int) -> InputPlan:
+    """The same inputs at another batch size (every tensor whose first dim is the batch)."""
+    new = copy.deepcopy(plan)
+    for t in new.tensors:
+        if t.shape and t.shape[0] == plan.batch:
+            t.shape = (batch, *t.shape[1:])
+    new.batch = batch
+    return new
+
+
+def max_batch(built: BuiltModel, plan: InputPlan, card_bytes: int, mode: str = "full", *, limit: int = 4096, **options) -> tuple[int, MemoryMode | None]:
+    """The largest batch whose ``peak_bytes`` fits in ``card_bytes``, and its estimate.
+
+    Re-simulates candidate batches (doubling, then bisection) on the same built
+    model; (0, None) when not even batch 1 fits.
+    """
+    if card_bytes <= 0:
+        raise PlanOptionError(f"card memory must be positive, got {card_bytes}")
+    cache: dict[int, MemoryMode] = {}
+
+    def fits(b: int) -> bool:
+        if b not in cache:
+            cache[b] = estimate(built, with_batch(plan, b), mode, **options)
+        return cache[b].peak_bytes <= card_bytes
+
+    if not fits(1):
+        return 0, None
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, limit + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, cache[lo]
