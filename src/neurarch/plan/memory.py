@@ -417,7 +417,7 @@ def estimate(
     if device == "cuda":
         notes.append("peak_bytes: caching-allocator rounding, cuBLAS workspaces and the CUDA context are included; allocator fragmentation is not")
         if precision.endswith("-mixed"):
-            notes.append("autocast follows PyTorch's CPU op lists (CUDA keeps a few more ops, e.g. softmax and layer_norm, in fp32)")
+            notes.append("autocast: CUDA's fp32 op list is applied to the ops models call from Python (layer_norm, softmax, exp ...); ops inside C++ composites follow CPU's")
     return MemoryMode(
         peak_tensor_bytes=peak.bytes,
         peak_bytes=peak_bytes,

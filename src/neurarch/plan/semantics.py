@@ -18,6 +18,14 @@ kernel and derivative formula in PyTorch, not from a formula of ours.
   applies (fp16/bf16, no explicit mask: sdp_utils.cpp ``use_flash_attention``),
   else ``aten._scaled_dot_product_efficient_attention`` (fp32 or a mask).
 
+* autocast: CUDA's autocast runs more ops in fp32 than CPU's (ATen/autocast_mode.h,
+  ``AT_FORALL_FP32`` and ``AT_FORALL_FP32_SET_OPT_DTYPE``, the CUDA lists;
+  CPU has its own, shorter ones in autocast_mode.cpp).  The ones models call
+  from Python are listed in :data:`CUDA_FP32` / :data:`CUDA_FP32_OUT`; under
+  an active autocast we cast their low-precision inputs to fp32 (what
+  ``cached_cast(at::kFloat, ...)`` does) or ask for an fp32 result.  Ops
+  reached only inside C++ composites are not seen here.
+
 With ``device="cpu"`` none of this is active: the CPU kernels are traced as
 they are, which is what the CPU measurement checks.
 """
@@ -71,6 +79,52 @@ def _sdpa(args, kwargs):
     return aten._scaled_dot_product_efficient_attention(q, k, v, mask, need_grad, p, causal, scale=scale)[0]
 
 
+# From AT_FORALL_FP32 (torch 2.13 ATen/autocast_mode.h): ops CUDA autocast runs in fp32.
+CUDA_FP32 = {
+    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt",
+    "sinh", "tan", "pow", "softplus", "layer_norm", "rms_norm", "group_norm", "cosine_similarity",
+    "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "hinge_embedding_loss", "kl_div", "l1_loss",
+    "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss", "multilabel_margin_loss",
+    "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss", "binary_cross_entropy_with_logits",
+    "dist", "pdist", "cdist", "renorm", "logsumexp", "interpolate",
+}
+# From AT_FORALL_FP32_SET_OPT_DTYPE: run with dtype=float32 when the input is low precision.
+CUDA_FP32_OUT = {"prod", "softmax", "log_softmax", "cumprod", "cumsum", "sum"}
+_LOW = (torch.float16, torch.bfloat16)
+
+
+def _autocast_on() -> bool:
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        return torch.is_autocast_cpu_enabled()
+
+
+def _to_fp32(x):
+    if isinstance(x, torch.Tensor) and x.dtype in _LOW:
+        return x.float()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_fp32(v) for v in x)
+    return x
+
+
+def _cuda_autocast(func, args, kwargs):
+    name = getattr(func, "__name__", "")
+    if name in CUDA_FP32:
+        if not any(isinstance(a, torch.Tensor) and a.dtype in _LOW for a in args):
+            return None
+        with torch.autocast("cpu", enabled=False):
+            return func(*[_to_fp32(a) for a in args], **{k: _to_fp32(v) for k, v in kwargs.items()})
+    if name in CUDA_FP32_OUT:
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or x.dtype not in _LOW or kwargs.get("dtype") is not None:
+            return None
+        if name in ("softmax", "log_softmax") and len(args) > 3:
+            return None  # dtype given positionally
+        return func(*args, **{**kwargs, "dtype": torch.float32})
+    return None
+
+
 class CudaKernels(TorchFunctionMode):
     """Route dropout and attention to the kernels CUDA would run (see module doc)."""
 
@@ -82,6 +136,10 @@ class CudaKernels(TorchFunctionMode):
                 return out
         elif func in _SDPA:
             out = _sdpa(args, kwargs)
+            if out is not None:
+                return out
+        elif _autocast_on():
+            out = _cuda_autocast(func, args, kwargs)
             if out is not None:
                 return out
         return func(*args, **kwargs)
