@@ -198,3 +198,31 @@ def test_max_batch_is_the_largest_that_fits():
     b, m = max_batch(built, plan, at3.peak_bytes, "full", **opts)
     assert b == 3 and m.batch == 3 and m.input_shape == [3, 64]
     assert max_batch(built, plan, 1000, "full", **opts) == (0, None)
+
+
+class _DropMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(256, 512)
+        self.drop = nn.Dropout(0.1)
+        self.fc2 = nn.Linear(512, 128)
+
+    def forward(self, x):
+        return self.fc2(self.drop(self.fc1(x)))
+
+
+def test_cuda_dropout_keeps_a_bool_mask():
+    with torch.device("meta"):
+        meta = _DropMLP()
+    built = BuiltModel(model=meta, config=None, model_class="_DropMLP", library="torch")
+    # A batch large enough that activations, not the optimizer, make the peak.
+    plan = InputPlan([TensorSpec("x", (2048, 256))], main="x", batch=2048)
+    acts = {}
+    for device in ("cpu", "cuda"):
+        sim = simulate(built, plan, TrainSetup(mode="full", precision="fp32", device=device))
+        # The peak of the first step is at the end of forward; its activations
+        # differ only by the dropout mask.
+        acts[device] = sim.first.breakdown["activations"]
+    # By hand: the mask has 2048*512 elements; CPU keeps it as fp32 (input * bernoulli
+    # noise, aten/src/ATen/native/Dropout.cpp), CUDA's native_dropout as bool.
+    assert acts["cpu"] - acts["cuda"] == 2048 * 512 * (4 - 1)
