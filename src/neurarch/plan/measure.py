@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from ..inputs import InputPlan
-from .step import Observer, TrainSetup, label_specs, make_batch, make_optimizer, prepare, train, trainable
+from .step import Observer, TrainSetup, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable
 
 _PHASE_PREFIX = "neurarch:"
 
@@ -137,10 +137,11 @@ def measure_cpu(
         base = make_model()
         labels = label_specs(base, cfg, plan)
         model = prepare(base, setup)
+        quantized = quantize_4bit(model, seed) if setup.mode == "qlora" else []
         batch = make_batch(plan, labels, setup, real=True, seed=seed)
         optimizer = make_optimizer(trainable(model), setup)
         gc.collect()
-        baseline = storage_bytes([*model.parameters(), *model.buffers(), *batch.values()])
+        baseline = storage_bytes([*model.parameters(), *model.buffers(), *quantized, *batch.values()])
         gc.disable()
         try:
             with torch.backends.mkldnn.flags(enabled=onednn), allocator_events() as box:

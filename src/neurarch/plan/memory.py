@@ -35,7 +35,7 @@ from .fakefix import FakeGaps
 from .overhead import cuda_round, fixed_overhead
 from .schema import MemoryBreakdown, MemoryMode, MemorySection
 from .semantics import CudaKernels
-from .step import DEFAULT_LORA_RANK, Observer, PlanOptionError, TrainSetup, autocast_for, label_specs, make_batch, make_optimizer, prepare, train, trainable
+from .step import DEFAULT_LORA_RANK, Observer, PlanOptionError, TrainSetup, autocast_for, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable
 from .tracker import GRADIENT, INPUT, WEIGHTS, Life, LiveTracker
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporary")
@@ -215,19 +215,28 @@ def _peak_of(lives: list[Life], lo: int, hi: int) -> Peak:
 
 
 def _run(model: nn.Module, setup: TrainSetup, body) -> tuple[LiveTracker, _Watch]:
-    """Run ``body(tracker, watch)`` on the fake model under the tracker."""
+    """Run ``body(tracker, watch)`` on the fake model under the tracker.
+
+    QLoRA's weights are quantized first, with bitsandbytes' own code on fake
+    tensors, and count as weights from the start.
+    """
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     _to_fake(model, mode)
     tracker = LiveTracker(model, prefix_strip=("base_model.model.",))
     gaps = FakeGaps()
     watch = _Watch(tracker, gaps)
     kernels = CudaKernels() if setup.device == "cuda" else contextlib.nullcontext()
+    quantized: list[torch.Tensor] = []
+    if setup.mode == "qlora":
+        with warnings.catch_warnings(), mode:
+            warnings.simplefilter("ignore")
+            quantized = quantize_4bit(model)
     gc.collect()
     gc.disable()
     try:
         with warnings.catch_warnings(), mode, gaps, kernels, tracker:
             warnings.simplefilter("ignore")
-            for t in [*model.parameters(), *model.buffers()]:
+            for t in [*model.parameters(), *model.buffers(), *quantized]:
                 tracker.register(t, WEIGHTS)
             body(tracker, watch)
             tracker.close()

@@ -190,6 +190,8 @@ def prepare(model: nn.Module, setup: TrainSetup) -> nn.Module:
         return model.train()
     if setup.mode == "lora":
         return _inject_lora(model, setup).train()
+    if setup.mode == "qlora":
+        return _inject_qlora(model, setup).train()
     raise PlanOptionError(f"memory mode {setup.mode!r} is not supported yet")
 
 
@@ -205,6 +207,86 @@ def _inject_lora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return get_peft_model(model, cfg)
+
+
+# QLoRA as the paper and the transformers/peft recipe run it: NF4 base weights
+# with double quantization (BitsAndBytesConfig(load_in_4bit=True,
+# bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)), blocks of 64
+# (bitsandbytes' default for 4-bit), compute in the precision's dtype.
+QLORA_BLOCKSIZE = 64
+
+
+def _bnb():
+    try:
+        import bitsandbytes as bnb
+        import bitsandbytes.functional as bnbf
+    except Exception as e:  # not installed, or no backend for this machine
+        raise PlanOptionError(f"QLoRA needs bitsandbytes (pip install bitsandbytes): {type(e).__name__}") from None
+    # bitsandbytes builds its 8-bit code book with .tolist() on first use, which
+    # fake tensors cannot answer: build it once here, on real tensors.
+    if "dynamic" not in bnbf.name2qmap:
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            bnbf.name2qmap["dynamic"] = bnbf.create_dynamic_map()
+    return bnb
+
+
+def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
+    """Swap the adapted linear layers for bitsandbytes ``Linear4bit`` (what
+    ``from_pretrained(quantization_config=...)`` does), run peft's
+    ``prepare_model_for_kbit_training`` (non-quantized weights to fp32), then
+    inject LoRA; peft picks its own 4-bit LoRA layer.  The weights themselves
+    are quantized by :func:`quantize_4bit` (under fake tensors or real ones)."""
+    bnb = _bnb()
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    targets = [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), nn.Linear)]
+    if not targets:
+        raise PlanOptionError(f"{type(model).__name__} has no linear layer for QLoRA to quantize")
+    cast_model(model, setup.frozen_dtype)
+    for name in targets:
+        old = model.get_submodule(name)
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        new = bnb.nn.Linear4bit(old.in_features, old.out_features, old.bias is not None, compute_dtype=setup.compute_dtype,
+                                compress_statistics=True, quant_type="nf4", device=old.weight.device)
+        if old.bias is not None:
+            new.bias = nn.Parameter(old.bias.data, requires_grad=False)
+        setattr(parent, child, new)
+    model.is_loaded_in_4bit = True  # what transformers sets; peft reads it to pick its 4-bit LoRA layer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=setup.grad_checkpointing,
+                                                gradient_checkpointing_kwargs={"use_reentrant": False})
+        return get_peft_model(model, LoraConfig(r=setup.lora_rank, target_modules=targets))
+
+
+def quantize_4bit(model: nn.Module, seed: int = 0) -> list[torch.Tensor]:
+    """Quantize every ``Linear4bit`` weight with bitsandbytes' own NF4 code.
+
+    Call under FakeTensorMode (simulation: only shapes) or on a real model
+    (measurement: random weights).  Returns the tensors the quantized weights
+    consist of (packed 4-bit data and the quantization statistics).
+    """
+    bnb = _bnb()
+    import bitsandbytes.functional as bnbf
+
+    held: list[torch.Tensor] = []
+    for mod in model.modules():
+        if not isinstance(mod, bnb.nn.Linear4bit) or mod.weight.dtype == torch.uint8:
+            continue
+        w = torch.randn(mod.out_features, mod.in_features, dtype=mod.compute_dtype or torch.float32)
+        packed, state = bnbf.quantize_4bit(w, blocksize=QLORA_BLOCKSIZE, compress_statistics=True, quant_type="nf4")
+        del w
+        weight = nn.Parameter(packed, requires_grad=False)
+        weight.quant_state = state
+        mod.weight = weight
+        held.append(packed)
+        held.extend(t for t in (state.absmax, state.code, state.offset) if isinstance(t, torch.Tensor))
+        if state.state2 is not None:
+            held.extend((state.state2.absmax, state.state2.code))
+    return held
 
 
 def trainable(model: nn.Module) -> list[nn.Parameter]:
@@ -231,6 +313,15 @@ def make_optimizer(params: list[nn.Parameter], setup: TrainSetup) -> torch.optim
         return torch.optim.SGD(params, lr=LR, momentum=SGD_MOMENTUM, foreach=foreach)
     if setup.optimizer == "adafactor":
         return torch.optim.Adafactor(params, lr=LR, foreach=foreach)
+    if setup.optimizer == "adamw-8bit":
+        # bitsandbytes' blockwise 8-bit AdamW (state in uint8 + per-block scales;
+        # tensors under its min_8bit_size keep fp32 state): its own code decides.
+        # Its code books (2 x 256 fp32) are built with .tolist() in __init__: on real tensors.
+        bnb = _bnb()
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            return bnb.optim.AdamW8bit(params, lr=LR)
     raise PlanOptionError(f"optimizer {setup.optimizer!r} is not supported yet")
 
 
