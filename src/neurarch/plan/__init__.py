@@ -1,1 +1,21 @@
-"""Memory planning: simulate training steps on fake tensors, measure real ones."""
+"""Memory planning: simulate training steps on fake tensors, measure real ones.
+
+* :func:`estimate` / :func:`memory_section` — the ``memory.<mode>`` report
+  sections (full, lora, qlora, inference), from a model built on meta;
+* :func:`simulate` — the raw simulation (every storage's life, per-step peaks);
+* :func:`max_batch` — the largest batch whose ``peak_bytes`` fits a card;
+* :func:`measure_cpu` — a real training step on CPU, measured at the allocator
+  (the yardstick of ``benchmarks/memory_accuracy.py``).
+
+See ``docs/accuracy.md`` for the measured error.
+"""
+
+from .measure import Measurement, measure_cpu
+from .memory import Simulation, estimate, max_batch, memory_section, simulate, simulate_inference, with_batch
+from .schema import MemoryBreakdown, MemoryMode, MemorySection
+from .step import PlanOptionError, TrainSetup
+
+__all__ = [
+    "estimate", "memory_section", "simulate", "simulate_inference", "max_batch", "with_batch", "measure_cpu",
+    "Simulation", "Measurement", "MemoryBreakdown", "MemoryMode", "MemorySection", "TrainSetup", "PlanOptionError",
+]

@@ -449,7 +449,10 @@ def estimate(
     )
 
 
-def memory_section(built: BuiltModel, plan: InputPlan, modes=("full", "lora", "inference"), **options) -> MemorySection:
+MODES_DEFAULT = ("full", "lora", "qlora", "inference")
+
+
+def memory_section(built: BuiltModel, plan: InputPlan, modes=MODES_DEFAULT, **options) -> MemorySection:
     """``memory`` for the report: each mode simulated; a mode that fails is an error line, not a crash."""
     section = MemorySection()
     for mode in modes:

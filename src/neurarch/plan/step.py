@@ -241,11 +241,17 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     bnb = _bnb()
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
-    targets = [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), nn.Linear)]
-    if not targets:
+    targets = lora_targets(model, setup.lora_rank)
+    # transformers quantizes every linear layer but the head and the modules the
+    # class keeps in fp32 (_keep_in_fp32_modules, e.g. T5's "wo"); those stay
+    # unquantized and still get adapters.
+    keep = _keep_fp32(model)
+    quantize = [n for n in targets if isinstance(model.get_submodule(n), nn.Linear)
+                and not any(k in n.split(".") for k in keep)]
+    if not quantize:
         raise PlanOptionError(f"{type(model).__name__} has no linear layer for QLoRA to quantize")
     cast_model(model, setup.frozen_dtype)
-    for name in targets:
+    for name in quantize:
         old = model.get_submodule(name)
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
