@@ -10,11 +10,13 @@ For each model, mode (full fine-tune, LoRA) and precision (fp32, bf16-mixed):
   weights/batch alive before (``neurarch.plan.measure.measure_cpu``).
 
 Models are the real architectures, downscaled in depth (and the MoE in width)
-so a real CPU step stays within seconds.  The measurement runs PyTorch's
-native CPU kernels (oneDNN off): oneDNN's convolutions keep activation-sized
-scratch buffers (blocked-layout reorders) that are not tensors and have no
-CUDA counterpart; for the CNNs a second column shows the measurement with
-oneDNN on.  Dropout stays on (train mode), as in real fine-tuning.
+so a real CPU step stays within seconds.  Models with convolutions (CNN,
+ViT patch embeddings, speech front ends) are measured with PyTorch's native
+CPU kernels (oneDNN off): oneDNN's convolutions keep activation-sized scratch
+buffers (blocked-layout reorders) that are not tensors and have no CUDA
+counterpart; for the CNNs a second column shows the measurement with oneDNN
+on.  The others run with CPU defaults (oneDNN on: its bf16 matmuls are the
+fast path).  Dropout stays on (train mode), as in real fine-tuning.
 
 Run:  python benchmarks/memory_accuracy.py [--only NAME] [--out docs/accuracy.md]
 Takes about 15-25 minutes on 2 CPU cores.  Results are cached in
@@ -83,13 +85,34 @@ MODELS = [
 
 SETUPS = [(mode, prec) for mode in ("full", "lora") for prec in ("fp32", "bf16-mixed")]
 
+# Other options, on one decoder with GQA (TinyLlama, 2 of 22 layers; batch 2 x 256 tokens).
+EXTRA_MODEL = ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", catalog("TinyLlama--TinyLlama-1.1B-Chat-v1.0", num_hidden_layers=2), dict(batch=2, seq_len=256))
+EXTRAS = [
+    ("fp16-mixed (autocast fp16, no GradScaler)", dict(mode="full", precision="fp16-mixed")),
+    ("bf16 (weights and AdamW state in bf16)", dict(mode="full", precision="bf16")),
+    ("SGD with momentum 0.9", dict(mode="full", precision="fp32", optimizer="sgd")),
+    ("Adafactor (torch.optim)", dict(mode="full", precision="fp32", optimizer="adafactor")),
+    ("8-bit AdamW (bitsandbytes)", dict(mode="full", precision="fp32", optimizer="adamw-8bit")),
+    ("gradient checkpointing", dict(mode="full", precision="bf16-mixed", grad_checkpointing=True)),
+    ("multi-tensor AdamW (CUDA's default), run on CPU", dict(mode="full", precision="fp32", foreach=True)),
+    ("QLoRA (bitsandbytes NF4, double quant)", dict(mode="qlora", precision="bf16-mixed")),
+]
 
-def run_one(name, raw, opts, mode, prec, onednn):
+
+# Families whose models have convolutions (CNNs; patch embeddings of ViTs; speech
+# front ends): measured with oneDNN off, see the module doc.
+CONV_FAMILIES = ("CNN", "ViT", "speech")
+
+
+def run_one(name, raw, opts, mode, prec, onednn, also_onednn, **extra):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         built = build_from_config(dict(raw), name)
         plan = plan_inputs(built.model, built.config, InputOptions(**opts))
-        setup = TrainSetup(mode=mode, precision=prec, device="cpu")
+        # foreach=True: the optimizer CUDA runs; device "cuda" would also route dropout/attention
+        # to CUDA kernels, which a CPU cannot run, so this model has no dropout (TinyLlama).
+        device = "cuda" if extra.pop("foreach", False) else "cpu"
+        setup = TrainSetup(mode=mode, precision=prec, device=device, **extra)
         t0 = time.perf_counter()
         sim = simulate(built, plan, setup)
         t_sim = time.perf_counter() - t0
@@ -99,15 +122,16 @@ def run_one(name, raw, opts, mode, prec, onednn):
                 return type(built.model)(built.config)
 
         t0 = time.perf_counter()
-        meas = measure_cpu(make, built.config, plan, setup, onednn=False)
+        meas = measure_cpu(make, built.config, plan, setup, onednn=onednn)
         t_meas = time.perf_counter() - t0
-        meas_on = measure_cpu(make, built.config, plan, setup, onednn=True) if onednn else None
+        meas_on = measure_cpu(make, built.config, plan, setup, onednn=True) if also_onednn else None
     return {
         "estimate": sim.steady.bytes,
         "estimate_first": sim.first.bytes,
         "measured": meas.step_peaks[-1],
         "measured_first": meas.step_peaks[0],
         "measured_onednn": meas_on.step_peaks[-1] if meas_on else None,
+        "onednn": onednn,
         "phase": f"{sim.steady.phase} / {sim.steady.module}",
         "measured_phase": meas.phase,
         "input": list(plan.main_shape),
@@ -142,21 +166,31 @@ def render(results: dict) -> str:
             if r is None:
                 continue
             if "error" in r:
-                rows.append(f"| {name} | {fam} | {mode} | {prec} | — | — | — | {r['error']} |")
+                rows.append(f"| {name} | {fam} | {mode} | {prec} | — | — | — | — | {r['error']} |")
                 continue
             e = err(r)
             errs.append(abs(e))
-            rows.append(f"| {name} | {fam} | {mode} | {prec} | {r['estimate']:,} | {r['measured']:,} | {e:+.3f}% | {r['phase']} |")
+            one = "off" if r.get("onednn") is False else "on"
+            rows.append(f"| {name} | {fam} | {mode} | {prec} | {r['estimate']:,} | {r['measured']:,} | {e:+.3f}% | {one} | {r['phase']} |")
     cnn = []
     for name, fam, _, _, _ in MODELS:
         for mode, prec in SETUPS:
             r = results.get(f"{name}|{mode}|{prec}")
             if r and r.get("measured_onednn"):
                 cnn.append(f"| {name} | {mode} | {prec} | {r['measured']:,} | {r['measured_onednn']:,} | {err(r, 'measured_onednn'):+.2f}% |")
+    extra_rows = []
+    for label, _ in EXTRAS:
+        r = results.get(f"extra|{label}")
+        if r is None:
+            continue
+        if "error" in r:
+            extra_rows.append(f"| {label} | — | — | — | {r['error']} |")
+        else:
+            extra_rows.append(f"| {label} | {r['estimate']:,} | {r['measured']:,} | {err(r):+.3f}% | {r['phase']} |")
     median = statistics.median(errs) if errs else float("nan")
     worst = max(errs) if errs else float("nan")
-    fams = sorted({fam for name, fam, *_ in MODELS if any(f"{name}|" in k for k in results)})
-    n_models = len({k.split("|")[0] for k in results})
+    fams = sorted({fam for name, fam, *_ in MODELS if any(k.startswith(f"{name}|") for k in results)})
+    n_models = len({k.split("|")[0] for k in results if not k.startswith("extra|")})
     lines = [
         "# Accuracy of the memory simulator",
         "",
@@ -171,9 +205,17 @@ def render(results: dict) -> str:
         "",
         "Command: `python benchmarks/memory_accuracy.py` (results cached in `benchmarks/memory_accuracy.json`).",
         "",
-        "| model | family | mode | precision | estimate (B) | measured (B) | error | peak at (phase / module) |",
-        "|---|---|---|---|---:|---:|---:|---|",
+        "| model | family | mode | precision | estimate (B) | measured (B) | error | oneDNN | peak at (phase / module) |",
+        "|---|---|---|---|---:|---:|---:|---|---|",
         *rows,
+        "",
+        "## Other options",
+        "",
+        f"Same method, on {EXTRA_MODEL[0]} (2 of 22 layers, batch 2 x 256 tokens); not part of the targets above.",
+        "",
+        "| option | estimate (B) | measured (B) | error | peak at |",
+        "|---|---:|---:|---:|---|",
+        *extra_rows,
         "",
         "## Downscaling",
         "",
@@ -196,9 +238,9 @@ def render(results: dict) -> str:
         "- Measurement: `torch.profiler.profile(profile_memory=True)`, every CPU allocator allocation and free in time order, running",
         "  sum plus the bytes of weights, buffers and batch alive before the window; the maximum within step 2. One intra-op thread.",
         "  The measurement is itself checked against tensors of known size in `tests/test_memory_measure.py`.",
-        "- The measurement above runs with oneDNN off (`torch.backends.mkldnn.flags(enabled=False)`): PyTorch's native CPU kernels.",
-        "  With oneDNN on, convolutions copy activations into blocked layouts in allocator buffers that are no tensors (CPU-only",
-        "  kernel scratch); for transformer models the two agree. The CNNs with oneDNN on:",
+        "- Models with convolutions (CNN, ViT, speech) are measured with oneDNN off (`torch.backends.mkldnn.flags(enabled=False)`):",
+        "  PyTorch's native CPU kernels. With oneDNN on, convolutions copy activations into blocked layouts in allocator buffers",
+        "  that are no tensors (CPU-only kernel scratch). The others run with CPU defaults (oneDNN on). The CNNs with oneDNN on:",
         "",
         "| model | mode | precision | measured, oneDNN off (B) | measured, oneDNN on (B) | estimate vs oneDNN on |",
         "|---|---|---|---:|---:|---:|",
@@ -234,7 +276,7 @@ def main(argv=None) -> int:
                     continue
                 t0 = time.perf_counter()
                 try:
-                    results[key] = run_one(name, raw, opts, mode, prec, onednn=fam == "CNN")
+                    results[key] = run_one(name, raw, opts, mode, prec, onednn=fam not in CONV_FAMILIES, also_onednn=fam == "CNN")
                 except Exception as e:  # a failure is a row of the table, not a crash
                     msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
                     results[key] = {"error": f"{type(e).__name__}: {msg}"}
@@ -242,6 +284,20 @@ def main(argv=None) -> int:
                 shown = f"{err(r):+.3f}%" if "error" not in r else r["error"]
                 print(f"{key}: {shown} ({time.perf_counter() - t0:.0f} s)", flush=True)
                 CACHE.write_text(json.dumps(results, indent=1, sort_keys=True))
+        name, raw, opts = EXTRA_MODEL
+        for label, options in EXTRAS:
+            key = f"extra|{label}"
+            if key in results or (args.only and args.only not in name):
+                continue
+            o = dict(options)
+            try:
+                results[key] = run_one(name, raw, opts, o.pop("mode"), o.pop("precision"), onednn=True, also_onednn=False, **o)
+            except Exception as e:
+                msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+                results[key] = {"error": f"{type(e).__name__}: {msg}"}
+            r = results[key]
+            print(f"{key}: {err(r):+.3f}%" if "error" not in r else f"{key}: {r['error']}", flush=True)
+            CACHE.write_text(json.dumps(results, indent=1, sort_keys=True))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(render(results))
     print(f"wrote {args.out}")
