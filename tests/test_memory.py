@@ -189,14 +189,14 @@ def test_max_batch_is_the_largest_that_fits():
     from neurarch.plan.memory import max_batch, with_batch
 
     built = _built(LLAMA)
-    plan = plan_inputs(built.model, built.config, InputOptions(batch=1, seq_len=16))
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=1, seq_len=64))
     opts = dict(precision="fp32", device="cpu", steps=1)  # one step is enough to compare batches
     at3 = estimate(built, with_batch(plan, 3), "full", **opts)
     at4 = estimate(built, with_batch(plan, 4), "full", **opts)
     assert at4.peak_bytes > at3.peak_bytes
     # A card of exactly batch 3's need: 3 fits, 4 does not.
     b, m = max_batch(built, plan, at3.peak_bytes, "full", **opts)
-    assert b == 3 and m.batch == 3 and m.input_shape == [3, 16]
+    assert b == 3 and m.batch == 3 and m.input_shape == [3, 64]
     assert max_batch(built, plan, 1000, "full", **opts) == (0, None)
 
 
