@@ -140,6 +140,42 @@ def run_one(name, raw, opts, mode, prec, onednn, also_onednn, **extra):
     }
 
 
+def memtracker(name, raw, opts, mode, prec):
+    """torch's own simulator (torch.distributed._tools.mem_tracker.MemTracker, a
+    private API) on the same fake-tensor step: its peak, or why it fails."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from neurarch.plan.memory import _to_fake, meta_copy
+    from neurarch.plan.step import Observer, label_specs, make_batch, make_optimizer, prepare, train, trainable
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = build_from_config(dict(raw), name)
+        plan = plan_inputs(built.model, built.config, InputOptions(**opts))
+        setup = TrainSetup(mode=mode, precision=prec, device="cpu")
+        base = meta_copy(built.model)
+        labels = label_specs(base, built.config, plan)
+        model = prepare(base, setup)
+        fake = FakeTensorMode(allow_non_fake_inputs=True)
+        _to_fake(model, fake)
+        try:
+            with fake:
+                batch = make_batch(plan, labels, setup, real=False)
+                opt = make_optimizer(trainable(model), setup)
+                mt = MemTracker()
+                mt.track_external(model, opt, *batch.values())
+                with mt:
+                    for _ in range(2):  # MemTracker needs a reset between iterations
+                        train(model, batch, opt, setup, 1, Observer())
+                        mt.reset_mod_stats()
+                snap = mt.get_tracker_snapshot("peak")
+            return {"peak": sum(v.get("Total", 0) for v in snap.values())}
+        except Exception as e:
+            msg = str(e).strip().splitlines()[0][:120] if str(e).strip() else ""
+            return {"error": f"{type(e).__name__}: {msg}"}
+
+
 def err(r, key="measured"):
     return 100.0 * (r["estimate"] - r[key]) / r[key]
 
@@ -160,18 +196,29 @@ def machine() -> str:
 def render(results: dict) -> str:
     rows = []
     errs = []
+    mt_ok: list[float] = []
+    mt_runs: list[bool] = []
     for name, fam, _, _, down in MODELS:
         for mode, prec in SETUPS:
             r = results.get(f"{name}|{mode}|{prec}")
             if r is None:
                 continue
             if "error" in r:
-                rows.append(f"| {name} | {fam} | {mode} | {prec} | — | — | — | — | {r['error']} |")
+                rows.append(f"| {name} | {fam} | {mode} | {prec} | — | — | — | — | — | {r['error']} |")
                 continue
             e = err(r)
             errs.append(abs(e))
             one = "off" if r.get("onednn") is False else "on"
-            rows.append(f"| {name} | {fam} | {mode} | {prec} | {r['estimate']:,} | {r['measured']:,} | {e:+.3f}% | {one} | {r['phase']} |")
+            mt = r.get("memtracker")
+            if mt is None:
+                mtc = ""
+            elif "error" in mt:
+                mtc = "fails: " + mt["error"].replace("|", "/")
+            else:
+                mtc = f"{100.0 * (mt['peak'] - r['measured']) / r['measured']:+.3f}%"
+                mt_ok.append(abs(100.0 * (mt['peak'] - r['measured']) / r['measured']))
+            mt_runs.append(mt is not None)
+            rows.append(f"| {name} | {fam} | {mode} | {prec} | {r['estimate']:,} | {r['measured']:,} | {e:+.3f}% | {one} | {mtc} | {r['phase']} |")
     cnn = []
     for name, fam, _, _, _ in MODELS:
         for mode, prec in SETUPS:
@@ -205,8 +252,10 @@ def render(results: dict) -> str:
         "",
         "Command: `python benchmarks/memory_accuracy.py` (results cached in `benchmarks/memory_accuracy.json`).",
         "",
-        "| model | family | mode | precision | estimate (B) | measured (B) | error | oneDNN | peak at (phase / module) |",
-        "|---|---|---|---|---:|---:|---:|---|---|",
+        *( [f"torch's MemTracker (private API, same fake-tensor step, reset between steps) ran {len(mt_ok)} of {sum(mt_runs)} runs"
+            + (f", median |error| {statistics.median(mt_ok):.3f}% where it ran." if mt_ok else "."), ""] if any(mt_runs) else []),
+        "| model | family | mode | precision | estimate (B) | measured (B) | error | oneDNN | MemTracker | peak at (phase / module) |",
+        "|---|---|---|---|---:|---:|---:|---|---|---|",
         *rows,
         "",
         "## Other options",
@@ -264,6 +313,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="run only models whose name contains this")
     ap.add_argument("--out", default=str(ROOT / "docs" / "accuracy.md"))
     ap.add_argument("--render-only", action="store_true")
+    ap.add_argument("--memtracker", action="store_true", help="also run torch's MemTracker on each step (fake tensors only)")
     args = ap.parse_args(argv)
     results = json.loads(CACHE.read_text()) if CACHE.exists() else {}
     if not args.render_only:
@@ -284,6 +334,15 @@ def main(argv=None) -> int:
                 shown = f"{err(r):+.3f}%" if "error" not in r else r["error"]
                 print(f"{key}: {shown} ({time.perf_counter() - t0:.0f} s)", flush=True)
                 CACHE.write_text(json.dumps(results, indent=1, sort_keys=True))
+        if args.memtracker:
+            for name, fam, raw, opts, _ in MODELS:
+                for mode, prec in SETUPS:
+                    r = results.get(f"{name}|{mode}|{prec}")
+                    if r is None or "error" in r or "memtracker" in r:
+                        continue
+                    r["memtracker"] = memtracker(name, raw, opts, mode, prec)
+                    print(f"MemTracker {name}|{mode}|{prec}: {r['memtracker']}", flush=True)
+                    CACHE.write_text(json.dumps(results, indent=1, sort_keys=True))
         name, raw, opts = EXTRA_MODEL
         for label, options in EXTRAS:
             key = f"extra|{label}"
