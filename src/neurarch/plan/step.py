@@ -164,12 +164,39 @@ def cast_model(model: nn.Module, dtype: torch.dtype) -> None:
                 mod._buffers[bname] = b.to(dtype)
 
 
+_LAYERDROP = ("layerdrop", "encoder_layerdrop", "decoder_layerdrop")
+
+
+def no_random_structure(model: nn.Module) -> None:
+    """Turn off training tricks whose tensor *sizes* follow a coin toss.
+
+    * LayerDrop (wav2vec2's default 0.1) skips whole layers at random;
+    * SpecAugment (wav2vec2/hubert ``apply_spec_augment``) writes a random
+      boolean mask into the features, whose backward indexes by that mask.
+
+    A step's memory would be random; fake tensors have no values to toss.
+    With both off we simulate (and measure) the step that keeps every layer:
+    the worst case for LayerDrop, and for SpecAugment a difference of an
+    in-place write and its index temporaries.
+    """
+    for mod in model.modules():
+        cfg = getattr(mod, "config", None)
+        if cfg is None:
+            continue
+        for name in _LAYERDROP:
+            if isinstance(getattr(cfg, name, None), (int, float)) and getattr(cfg, name) > 0:
+                setattr(cfg, name, 0.0)
+        if getattr(cfg, "apply_spec_augment", False):
+            cfg.apply_spec_augment = False
+
+
 def prepare(model: nn.Module, setup: TrainSetup) -> nn.Module:
     """Put a model in the state the step needs; returns the model to train (maybe a PeftModel).
 
     Works the same on a meta model (simulation) and a real one (measurement).
     """
     setup.validate()
+    no_random_structure(model)
     if setup.mode == "inference":
         cast_model(model, setup.compute_dtype)
         for p in model.parameters():
