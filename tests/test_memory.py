@@ -244,3 +244,23 @@ def test_adamw_8bit_matches_real_bitsandbytes_step():
     assert _err(sim.steady.bytes, meas.step_peaks[1]) < 1e-3
     # 8-bit state: well under the 8 bytes per parameter fp32 AdamW keeps.
     assert sim.steady.breakdown["optimizer"] < 3 * sim.trainable_parameters
+
+
+WAV2VEC2 = {
+    "model_type": "wav2vec2", "architectures": ["Wav2Vec2ForCTC"], "hidden_size": 32, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "intermediate_size": 64, "conv_dim": [16, 16], "conv_kernel": [10, 3],
+    "conv_stride": [5, 2], "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 2, "vocab_size": 32,
+}
+
+
+def test_speech_with_layerdrop_and_specaugment_defaults_matches():
+    # wav2vec2 trains with LayerDrop 0.1 and SpecAugment by default: random layer
+    # skips and a random boolean mask.  Both are turned off in simulation and
+    # measurement alike (the step that keeps every layer).
+    built = _built(WAV2VEC2)
+    assert built.config.layerdrop > 0 and built.config.apply_spec_augment
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=4000))
+    setup = TrainSetup(mode="full", precision="fp32", device="cpu")
+    sim = simulate(built, plan, setup)
+    meas = measure_cpu(_real_factory(built), built.config, plan, setup, onednn=False)
+    assert _err(sim.steady.bytes, meas.step_peaks[1]) < 1e-3
