@@ -163,3 +163,53 @@ def measure_cpu(
         return Measurement(peak, baseline, step_peaks, phase, torch.get_num_threads())
     finally:
         torch.set_num_threads(old_threads)
+
+
+def measure_cuda(
+    make_model: Callable[[], nn.Module],
+    cfg,
+    plan: InputPlan,
+    setup: TrainSetup,
+    *,
+    steps: int = 2,
+    seed: int = 0,
+) -> Measurement:
+    """The same steps on a CUDA card; peak from the caching allocator's own
+    statistics (``torch.cuda.max_memory_allocated``, per step after a reset).
+
+    Comparable to ``peak_bytes`` minus the CUDA context (which the allocator
+    does not see).  Not exercised in this repository's tests: they run where
+    there is no GPU.
+    """
+    if not torch.cuda.is_available():
+        from .step import PlanOptionError
+
+        raise PlanOptionError("--device cuda needs a CUDA GPU; this torch sees none")
+    dev = torch.device("cuda")
+    torch.manual_seed(seed)
+    base = make_model()
+    labels = label_specs(base, cfg, plan)
+    model = prepare(base, setup).to(dev)
+    quantized = quantize_4bit(model, seed) if setup.mode == "qlora" else []
+    batch = {k: v.to(dev) for k, v in make_batch(plan, labels, setup, real=True, seed=seed).items()}
+    optimizer = make_optimizer(trainable(model), setup)
+    del quantized
+    gc.collect()
+    torch.cuda.synchronize()
+    baseline = torch.cuda.memory_allocated(dev)
+    step_peaks = []
+
+    class _Reset(Observer):
+        @contextlib.contextmanager
+        def phase(self, step: int, name: str):
+            if name == "forward":
+                torch.cuda.synchronize()
+                if step_peaks or step > 1:
+                    step_peaks.append(torch.cuda.max_memory_allocated(dev))
+                torch.cuda.reset_peak_memory_stats(dev)
+            yield
+
+    train(model, batch, optimizer, setup, steps, _Reset(), device_type="cuda")
+    torch.cuda.synchronize()
+    step_peaks.append(torch.cuda.max_memory_allocated(dev))
+    return Measurement(max(step_peaks), baseline, step_peaks, None, torch.get_num_threads())
