@@ -10,16 +10,16 @@ For each model, mode (full fine-tune, LoRA) and precision (fp32, bf16-mixed):
   weights/batch alive before (``neurarch.plan.measure.measure_cpu``).
 
 Models are the real architectures, downscaled in depth (and the MoE in width)
-so a real CPU step stays within seconds.  Models with convolutions (CNN,
-ViT patch embeddings, speech front ends) are measured with PyTorch's native
-CPU kernels (oneDNN off): oneDNN's convolutions keep activation-sized scratch
-buffers (blocked-layout reorders) that are not tensors and have no CUDA
-counterpart; for the CNNs a second column shows the measurement with oneDNN
-on.  The others run with CPU defaults (oneDNN on: its bf16 matmuls are the
-fast path).  Dropout stays on (train mode), as in real fine-tuning.
+so a real CPU step stays within seconds.  Image models (CNNs, ViT patch
+embeddings) are measured with PyTorch's native CPU kernels (oneDNN off):
+oneDNN's convolutions keep activation-sized scratch buffers (blocked-layout
+reorders) that are not tensors and have no CUDA counterpart; for the CNNs a
+second column shows the measurement with oneDNN on.  The others run with CPU
+defaults (oneDNN on: its bf16 matmuls are the fast path).  Dropout stays on
+(train mode), as in real fine-tuning.
 
-Run:  python benchmarks/memory_accuracy.py [--only NAME] [--out docs/accuracy.md]
-Takes about 15-25 minutes on 2 CPU cores.  Results are cached in
+Run:  python benchmarks/memory_accuracy.py [--only NAME] [--memtracker] [--out docs/accuracy.md]
+Takes about 30-40 minutes on 2 CPU cores.  Results are cached in
 benchmarks/memory_accuracy.json (delete it to re-measure everything).
 """
 
@@ -99,9 +99,10 @@ EXTRAS = [
 ]
 
 
-# Families whose models have convolutions (CNNs; patch embeddings of ViTs; speech
-# front ends): measured with oneDNN off, see the module doc.
-CONV_FAMILIES = ("CNN", "ViT", "speech")
+# Image models (CNNs; the patch-embedding convolutions of ViTs): measured with
+# oneDNN off, see the module doc.  Speech front ends are convolutions too, but
+# native bf16 kernels are too slow for them on CPU: they keep oneDNN on.
+CONV_FAMILIES = ("CNN", "ViT")
 
 
 def run_one(name, raw, opts, mode, prec, onednn, also_onednn, **extra):
@@ -287,7 +288,7 @@ def render(results: dict) -> str:
         "- Measurement: `torch.profiler.profile(profile_memory=True)`, every CPU allocator allocation and free in time order, running",
         "  sum plus the bytes of weights, buffers and batch alive before the window; the maximum within step 2. One intra-op thread.",
         "  The measurement is itself checked against tensors of known size in `tests/test_memory_measure.py`.",
-        "- Models with convolutions (CNN, ViT, speech) are measured with oneDNN off (`torch.backends.mkldnn.flags(enabled=False)`):",
+        "- Image models (CNN, ViT) are measured with oneDNN off (`torch.backends.mkldnn.flags(enabled=False)`):",
         "  PyTorch's native CPU kernels. With oneDNN on, convolutions copy activations into blocked layouts in allocator buffers",
         "  that are no tensors (CPU-only kernel scratch). The others run with CPU defaults (oneDNN on). The CNNs with oneDNN on:",
         "",
