@@ -14,6 +14,17 @@ The figures:
   from the second step the optimizer state exists during forward and backward.
 * what was alive at that instant, by category (decided from each storage's
   whole life, see :func:`category`), and the step / phase / module running.
+
+Modes: ``full``, ``lora`` (peft), ``qlora`` (bitsandbytes NF4 + peft) and
+``inference`` (:func:`simulate_inference`: prefill at the input shape, and for
+decoders the KV cache at a context length plus one decode step on it).
+:func:`estimate` turns a simulation into the report's ``memory.<mode>``
+section, adding the CUDA overhead of :mod:`neurarch.plan.overhead`;
+:func:`max_batch` re-simulates batches to find the largest that fits a card.
+
+``device="cuda"`` (the default) follows CUDA's kernel choices where they keep
+different tensors (:mod:`neurarch.plan.semantics`, multi-tensor optimizers);
+``device="cpu"`` follows CPU's, which is what the CPU measurement checks.
 """
 
 from __future__ import annotations
