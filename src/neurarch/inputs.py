@@ -1,20 +1,41 @@
 """Which fake inputs to feed a model, and at what shape.
 
-The shape comes from the config where it says one (image size and channels,
-mel bins, ...).  For text there is no right answer in the config — the
-advertised context can be 128k tokens — so we use a documented default:
+The planner reads the model's ``forward`` signature and its config — never a
+per-architecture table — and synthesises one tensor per input the forward
+needs: its main input (``main_input_name`` when the forward takes it), the
+required arguments, and the companions a kind of model cannot run without
+(the image of a vision-language model, the grid of a Qwen-style vision
+tower, the decoder tokens of an encoder-decoder).
 
-* ``DEFAULT_SEQ_LEN_DECODER = 2048`` tokens for models that generate text
-  (a common fine-tuning length), and
-* ``DEFAULT_SEQ_LEN_ENCODER = 512`` tokens for encoders (BERT's pre-training length),
+Shapes come from the config where it says one (image size and channels,
+mel bins, context length, patch grid, ...).  Where it does not, we use
+documented defaults:
 
-each capped by the model's own position limit.  ``--seq-len``, ``--image-size``,
-``--batch`` and ``--input-shape`` override; the report always prints what was used.
+* text: ``DEFAULT_SEQ_LEN_DECODER = 2048`` tokens for models that generate
+  text (a common fine-tuning length) and ``DEFAULT_SEQ_LEN_ENCODER = 512``
+  for encoders (BERT's pre-training length), each capped by the model's own
+  position limit (``max_position_embeddings`` and kin);
+* images: the config's ``image_size``, else ``DEFAULT_IMAGE_SIZE = 224``;
+  video: ``num_frames`` from the config, else ``DEFAULT_VIDEO_FRAMES = 16``;
+* raw audio (``input_values``): ``DEFAULT_AUDIO_SAMPLES = 16000`` (one second
+  at 16 kHz); audio features (``input_features``): the mel bins of the config
+  by ``2 * max_source_positions`` frames when the config has them (Whisper:
+  80 x 3000, 30 s), else ``DEFAULT_AUDIO_FRAMES = 1000`` (10 s at a 10 ms hop);
+* time series: ``context_length`` (+ the largest lag) steps from the config;
+* a vision-language model gets one image per sample; its text holds exactly
+  as many image tokens as the model makes image features (counted by calling
+  the model's own ``get_image_features`` on the fake image, see
+  :meth:`InputPlan.resolve`), and the text is lengthened if they do not fit.
+
+Token ids avoid every special id the config names (pad, bos, eos, image...).
+``--seq-len``, ``--image-size``, ``--batch`` and ``--input-shape`` override;
+the report always prints what was used (``InputPlan.how``).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +48,34 @@ from .errors import InputError
 DEFAULT_SEQ_LEN_DECODER = 2048
 DEFAULT_SEQ_LEN_ENCODER = 512
 DEFAULT_IMAGE_SIZE = 224
+DEFAULT_VIDEO_FRAMES = 16
 DEFAULT_AUDIO_SAMPLES = 16_000  # one second at 16 kHz
+DEFAULT_AUDIO_FRAMES = 1000  # ten seconds of 10 ms feature frames
+DEFAULT_QUERY_TOKENS = 32  # a Q-Former prompt
+DEFAULT_TIME_STEPS = 512
+SEED = 0  # token ids are drawn from a fixed generator: runs are reproducible
+
+
+# --------------------------------------------------------------------------
+# The plan: tensor specs, made into tensors when traced.
+# --------------------------------------------------------------------------
+
+
+# mm_token_type_ids: which modality each token is (transformers' convention).
+MODALITY_CODES = {"text": 0, "image": 1, "video": 2, "audio": 3}
+
+
+@dataclass
+class TokenRun:
+    """``count`` copies of ``token_id`` at the start of each row of a token tensor.
+
+    ``count`` None: not known yet; :meth:`InputPlan.resolve` asks the model
+    how many ``modality`` features one sample makes.
+    """
+
+    token_id: int
+    count: int | None
+    modality: str = "image"
 
 
 @dataclass
@@ -36,6 +84,75 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
     high: int | None = None  # token ids are drawn from [0, high)
+    avoid: tuple[int, ...] = ()  # ids never drawn (special tokens)
+    data: list | None = None  # an exact value (grids, sizes): small index tensors
+    fill: float | None = None  # a constant value (masks)
+    runs: list[TokenRun] = field(default_factory=list)
+    text: bool = False  # dim 1 is the text length (resized with the text)
+    run_codes: bool = False  # zeros, with each run written as its modality code (mm_token_type_ids)
+    modality: str | None = None  # "image", "video", "audio": dropped with its tokens if the model cannot use it
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def real(self, gen: torch.Generator) -> torch.Tensor:
+        """The tensor, with real values (call outside any fake mode)."""
+        if self.data is not None:
+            return torch.tensor(self.data, dtype=self.dtype).reshape(self.shape)
+        if self.run_codes:
+            return self._write_runs(torch.zeros(self.shape, dtype=self.dtype))
+        if self.fill is not None:
+            return torch.full(self.shape, self.fill, dtype=self.dtype)
+        if self.dtype.is_floating_point:
+            return torch.randn(self.shape, dtype=self.dtype, generator=gen)
+        if self.dtype == torch.bool:
+            return torch.ones(self.shape, dtype=torch.bool)
+        if self.high is None:
+            return torch.ones(self.shape, dtype=self.dtype)
+        t = torch.randint(0, max(self.high, 1), self.shape, dtype=self.dtype, generator=gen)
+        if self.avoid:
+            t = _replace_ids(t, self.avoid, self.high)
+        return self._write_runs(t)
+
+    def fake(self) -> torch.Tensor:
+        """The tensor under the active fake mode (no values, no memory)."""
+        if self.data is not None:
+            return torch.tensor(self.data, dtype=self.dtype).reshape(self.shape)
+        if self.run_codes:
+            return self._write_runs(torch.zeros(self.shape, dtype=self.dtype))
+        if self.fill is not None:
+            return torch.full(self.shape, self.fill, dtype=self.dtype)
+        if self.dtype.is_floating_point:
+            return torch.randn(self.shape, dtype=self.dtype)
+        if self.high is not None:
+            return self._write_runs(torch.randint(0, max(self.high, 1), self.shape, dtype=self.dtype))
+        return torch.ones(self.shape, dtype=self.dtype)
+
+    def _write_runs(self, t: torch.Tensor) -> torch.Tensor:
+        start = 0
+        for r in self.runs:
+            if r.count:
+                t[..., start : start + r.count] = MODALITY_CODES[r.modality] if self.run_codes else r.token_id
+                start += r.count
+        return t
+
+
+def _replace_ids(t: torch.Tensor, avoid: tuple[int, ...], high: int) -> torch.Tensor:
+    """Replace special ids by the smallest id that is not special."""
+    bad = set(avoid)
+    safe = next((i for i in range(min(high, 1 << 20)) if i not in bad), 0)
+    for a in bad:
+        t[t == a] = safe
+    return t
+
+
+@dataclass
+class Alternative:
+    """Another layout for some inputs, tried when the first choice fails (audio features: bins or frames first)."""
+
+    tensors: list[TensorSpec]
+    how: str
 
 
 @dataclass
@@ -46,22 +163,77 @@ class InputPlan:
     seq_len: int | None = None
     image_size: tuple[int, int] | None = None
     how: list[str] = field(default_factory=list)
+    resolved: bool = False
+    alternatives: list[Alternative] = field(default_factory=list)
+
+    def use(self, alt: Alternative) -> None:
+        """Switch to an alternative layout (replaces the tensors of the same names)."""
+        by_name = {t.name: t for t in alt.tensors}
+        self.tensors = [by_name.pop(t.name, t) for t in self.tensors] + list(by_name.values())
+        self.how.append(alt.how)
+        self.alternatives = []
 
     @property
     def main_shape(self) -> tuple[int, ...]:
         return next(t.shape for t in self.tensors if t.name == self.main)
 
-    def make(self) -> dict[str, torch.Tensor]:
-        """Materialise the inputs (call under FakeTensorMode: nothing is allocated)."""
+    def make(self, values=None) -> dict[str, torch.Tensor]:
+        """Materialise the inputs.
+
+        Call under FakeTensorMode.  With ``values`` (a
+        :class:`neurarch.trace.fake.ValueMode`), small inputs are created real
+        and registered, so code that reads their values (token counts, grids)
+        runs; large ones stay fake.  Without it every input is fake.
+        """
         out = {}
+        gen = torch.Generator().manual_seed(SEED)
         for t in self.tensors:
-            if t.dtype.is_floating_point:
-                out[t.name] = torch.randn(t.shape, dtype=t.dtype)
-            elif t.high is not None:
-                out[t.name] = torch.randint(0, max(t.high, 1), t.shape, dtype=t.dtype)
+            if values is not None and t.numel <= values.limit:
+                from torch.utils._python_dispatch import _disable_current_modes
+
+                with _disable_current_modes():
+                    r = t.real(gen)
+                out[t.name] = values.real(r)
             else:
-                out[t.name] = torch.ones(t.shape, dtype=t.dtype)
+                out[t.name] = t.fake()
         return out
+
+    def resolve(self, model: nn.Module, values=None) -> None:
+        """Count the image (video, audio) tokens the text must hold, by asking the model.
+
+        Call under FakeTensorMode with the model already on fake tensors,
+        before hooks are attached.  Fills every :class:`TokenRun` whose count
+        is unknown and lengthens the text when the runs do not fit.
+        """
+        if self.resolved:
+            return
+        self.resolved = True
+        pending = list({id(r): r for t in self.tensors for r in t.runs if r.count is None}.values())
+        if not pending:
+            return
+        inputs = self.make(values)
+        for r in pending:
+            n, why = _count_features(model, r.modality, inputs, self.batch)
+            if n:
+                r.count = n
+                self.how.append(f"{n} {r.modality} tokens per sample (id {r.token_id}), as many as the model's {r.modality} features")
+            else:
+                self._drop(r.modality, why)
+        need = max((sum(r.count or 0 for r in t.runs) for t in self.tensors), default=0) + 1
+        if self.seq_len is not None and need > self.seq_len:
+            for t in self.tensors:
+                if t.text and len(t.shape) >= 2:
+                    t.shape = (t.shape[0], need, *t.shape[2:])
+            self.how.append(f"text lengthened from {self.seq_len} to {need} tokens to hold them")
+            self.seq_len = need
+
+
+    def _drop(self, modality: str, why: str) -> None:
+        """Trace without ``modality``: remove its inputs and its tokens from the text."""
+        self.tensors = [t for t in self.tensors if t.modality != modality]
+        for t in self.tensors:
+            t.runs[:] = [r for r in t.runs if r.modality != modality]
+        self.how.append(f"traced without the {modality}: {why}")
 
 
 @dataclass
@@ -95,6 +267,13 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return dims
 
 
+# --------------------------------------------------------------------------
+# Config reading.
+# --------------------------------------------------------------------------
+
+_SUBCONFIGS = ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config", "encoder", "decoder", "backbone_config")
+
+
 def _get(cfg: Any, *names: str, default=None):
     for n in names:
         v = getattr(cfg, n, None)
@@ -111,20 +290,73 @@ def _sub(cfg: Any, *names: str):
     return None
 
 
+def _find(cfg: Any, *names: str, subs: tuple[str, ...] = _SUBCONFIGS, default=None):
+    """The first of ``names`` set on the config, else on its sub-configs (in ``subs`` order)."""
+    v = _get(cfg, *names)
+    if v is not None:
+        return v
+    for s in subs:
+        sc = _sub(cfg, s)
+        if sc is not None:
+            v = _get(sc, *names)
+            if v is not None:
+                return v
+    return default
+
+
+def _int(v, default: int | None = None) -> int | None:
+    if isinstance(v, (list, tuple)) and v:
+        v = v[0]
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
 def _hw(v) -> tuple[int, int]:
+    if isinstance(v, dict):
+        v = (v.get("height") or v.get("shortest_edge"), v.get("width") or v.get("shortest_edge"))
     if isinstance(v, (list, tuple)):
         return (int(v[0]), int(v[-1])) if len(v) >= 2 else (int(v[0]), int(v[0]))
     return int(v), int(v)
 
 
 def _max_positions(cfg: Any) -> int | None:
-    v = _get(cfg, "max_position_embeddings", "n_positions", "max_positions", "n_ctx", "max_seq_len", "seq_length")
+    v = _get(cfg, "max_position_embeddings", "n_positions", "max_positions", "n_ctx", "max_seq_len", "seq_length", "max_sequence_length")
     try:
         v = int(v)
     except (TypeError, ValueError):
         return None
-    # Some configs use a sentinel (1e30 ...) for "no limit".
+    # Some configs use a sentinel (1e30 ...) for "no limit"; some a tiny placeholder.
     return v if 0 < v < limits.MAX_SEQ_LEN else None
+
+
+def special_ids(cfg: Any) -> tuple[int, ...]:
+    """Every token id the config (and its sub-configs) names: pad, bos, eos, image, ..."""
+    found: set[int] = set()
+
+    def walk(c: Any, depth: int) -> None:
+        if depth > 3 or c is None:
+            return
+        d = c.to_dict() if hasattr(c, "to_dict") else c
+        if not isinstance(d, dict):
+            return
+        for k, v in d.items():
+            if not isinstance(k, str):
+                continue
+            if isinstance(v, dict):
+                walk(v, depth + 1)
+            elif k.endswith(("_token_id", "_token_index", "_token_ids", "_id", "_index")) and "layer" not in k:
+                vals = v if isinstance(v, (list, tuple)) else [v]
+                found.update(x for x in vals if isinstance(x, int) and not isinstance(x, bool) and x >= 0)
+
+    walk(cfg, 0)
+    return tuple(sorted(found))
+
+
+# --------------------------------------------------------------------------
+# The model's forward.
+# --------------------------------------------------------------------------
 
 
 def _forward_params(model: nn.Module) -> dict[str, inspect.Parameter]:
@@ -134,48 +366,298 @@ def _forward_params(model: nn.Module) -> dict[str, inspect.Parameter]:
         return {}
 
 
+def _required(params: dict[str, inspect.Parameter]) -> list[str]:
+    return [
+        n
+        for n, p in params.items()
+        if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n != "self"
+    ]
+
+
 def _is_decoder(model: nn.Module, cfg: Any) -> bool:
     name = type(model).__name__
     return bool(
         getattr(cfg, "is_decoder", False)
-        or name.endswith(("ForCausalLM", "LMHeadModel"))
+        or name.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
         or getattr(cfg, "is_encoder_decoder", False)
         or "decoder" in (getattr(cfg, "model_type", "") or "")
+        or _sub(cfg, "text_config") is not None
+        or (hasattr(model, "get_decoder") and not getattr(cfg, "is_encoder_decoder", False) and "cache" in _forward_params(model))
     )
 
 
-def _text_seq(model: nn.Module, cfg: Any, opts: InputOptions, how: list[str], text_cfg: Any = None) -> int:
-    c = text_cfg if text_cfg is not None else cfg
-    cap = _max_positions(c)
-    if opts.seq_len is not None:
-        if cap is not None and opts.seq_len > cap:
-            how.append(f"--seq-len {opts.seq_len} exceeds the model's {cap} positions")
+def _first_module(model: nn.Module, kinds: tuple[type, ...], match=None) -> nn.Module | None:
+    for m in model.modules():
+        if isinstance(m, kinds) and (match is None or match(m)):
+            return m
+    return None
+
+
+# --------------------------------------------------------------------------
+# One synthesiser per kind of input.
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _Ctx:
+    model: nn.Module
+    cfg: Any
+    opts: InputOptions
+    params: dict[str, inspect.Parameter]
+    b: int
+    how: list[str]
+    seq: int | None = None
+    image: tuple[int, int] | None = None
+    alternatives: list = field(default_factory=list)
+
+    @property
+    def text_cfg(self):
+        return _sub(self.cfg, "text_config", "decoder_config") or self.cfg
+
+    @property
+    def vision_cfg(self):
+        return _sub(self.cfg, "vision_config", "backbone_config", "encoder") or self.cfg
+
+
+def _text_seq(ctx: _Ctx, text_cfg: Any = None, decoder: bool | None = None) -> int:
+    if ctx.seq is not None and text_cfg is None:
+        return ctx.seq
+    c = text_cfg if text_cfg is not None else ctx.text_cfg
+    cap = _max_positions(c) or _max_positions(ctx.cfg)
+    if ctx.opts.seq_len is not None:
+        if cap is not None and ctx.opts.seq_len > cap:
+            ctx.how.append(f"--seq-len {ctx.opts.seq_len} exceeds the model's {cap} positions")
         else:
-            how.append(f"seq_len {opts.seq_len} from --seq-len")
-        return opts.seq_len
-    default = DEFAULT_SEQ_LEN_DECODER if _is_decoder(model, cfg) else DEFAULT_SEQ_LEN_ENCODER
-    if cap is not None and cap < default:
-        how.append(f"seq_len {cap}: the model's max positions (default {default} capped)")
-        return cap
-    how.append(f"seq_len {default}: neurarch's default for {'decoders' if default == DEFAULT_SEQ_LEN_DECODER else 'encoders'}")
-    return default
+            ctx.how.append(f"seq_len {ctx.opts.seq_len} from --seq-len")
+        seq = ctx.opts.seq_len
+    else:
+        dec = _is_decoder(ctx.model, ctx.cfg) if decoder is None else decoder
+        default = DEFAULT_SEQ_LEN_DECODER if dec else DEFAULT_SEQ_LEN_ENCODER
+        if cap is not None and cap < default:
+            ctx.how.append(f"seq_len {cap}: the model's max positions (default {default} capped)")
+            seq = cap
+        else:
+            ctx.how.append(f"seq_len {default}: neurarch's default for {'decoders' if dec else 'encoders'}")
+            seq = default
+    if text_cfg is None:
+        ctx.seq = seq
+    return seq
 
 
-def _image(cfg: Any, opts: InputOptions, how: list[str]) -> tuple[int, tuple[int, int]]:
-    vc = _sub(cfg, "vision_config") or cfg
-    channels = int(_get(vc, "num_channels", "in_channels", "in_chans", default=3))
-    if opts.image_size is not None:
-        how.append(f"image {opts.image_size}x{opts.image_size} from --image-size")
-        return channels, (opts.image_size, opts.image_size)
-    size = _get(vc, "image_size", "img_size", "input_size")
-    if isinstance(size, dict):  # {"height": .., "width": ..}
-        size = (size.get("height"), size.get("width"))
+def _vocab(cfg: Any) -> int:
+    return _int(_get(cfg, "vocab_size", "n_vocab", "num_tokens"), 1000) or 1000
+
+
+def _tokens(ctx: _Ctx, name: str, seq: int | None = None, cfg: Any = None) -> TensorSpec:
+    c = cfg or ctx.text_cfg
+    seq = seq or _text_seq(ctx)
+    return TensorSpec(name, (ctx.b, seq), torch.long, _vocab(c), avoid=special_ids(ctx.cfg), text=True)
+
+
+def _channels(vc: Any) -> int:
+    return _int(_get(vc, "num_channels", "in_channels", "in_chans", "input_channels", "channels"), 3) or 3
+
+
+def _image_size(ctx: _Ctx) -> tuple[int, int]:
+    if ctx.image is not None:
+        return ctx.image
+    vc = ctx.vision_cfg
+    if ctx.opts.image_size is not None:
+        ctx.how.append(f"image {ctx.opts.image_size}x{ctx.opts.image_size} from --image-size")
+        ctx.image = (ctx.opts.image_size, ctx.opts.image_size)
+        return ctx.image
+    size = _get(vc, "image_size", "img_size", "input_size", "crop_size")
     if size is None:
-        how.append(f"image {DEFAULT_IMAGE_SIZE}x{DEFAULT_IMAGE_SIZE}: neurarch's default (the config gives no image_size)")
-        return channels, (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
-    hw = _hw(size)
-    how.append(f"image {hw[0]}x{hw[1]}, {channels} channels from the config")
-    return channels, hw
+        size = _find(ctx.cfg, "image_size", "img_size", "input_size")
+    try:
+        hw = _hw(size) if size is not None else None
+    except (TypeError, ValueError):
+        hw = None
+    if hw is None or min(hw) <= 0:
+        ctx.how.append(f"image {DEFAULT_IMAGE_SIZE}x{DEFAULT_IMAGE_SIZE}: neurarch's default (the config gives no image_size)")
+        hw = (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
+    else:
+        ctx.how.append(f"image {hw[0]}x{hw[1]} from the config")
+    ctx.image = hw
+    return hw
+
+
+def _num_frames(ctx: _Ctx) -> int:
+    n = _int(_find(ctx.cfg, "num_frames", "frames_per_clip", "video_frames"))
+    if n:
+        ctx.how.append(f"{n} video frames from the config")
+        return n
+    ctx.how.append(f"{DEFAULT_VIDEO_FRAMES} video frames: neurarch's default")
+    return DEFAULT_VIDEO_FRAMES
+
+
+def _patch_grid(ctx: _Ctx) -> dict | None:
+    """Qwen-style flattened patches: ``(patches, C*T*p*p)`` plus a ``[t, h, w]`` grid per image."""
+    vc = ctx.vision_cfg
+    p = _int(_get(vc, "patch_size", "spatial_patch_size"))
+    if not p:
+        return None
+    t = _int(_get(vc, "temporal_patch_size"), 1) or 1
+    merge = _int(_get(vc, "spatial_merge_size", "merge_size", "downsample_ratio"), 1) or 1
+    c = _channels(vc)
+    h, w = _image_size(ctx)
+    unit = p * merge
+    gh, gw = max(1, round(h / unit)) * merge, max(1, round(w / unit)) * merge
+    return {"patch": p, "temporal": t, "merge": merge, "channels": c, "grid": [1, gh, gw], "dim": c * t * p * p}
+
+
+def _pixels(ctx: _Ctx, name: str) -> list[TensorSpec]:
+    """Images (or video) for ``name``: 4-D, 5-D video, or Qwen-style patches with a grid."""
+    grid_names = [n for n in ("image_grid_thw", "grid_thw", "image_grid_hw") if n in ctx.params]
+    if name == "pixel_values" and grid_names:
+        g = _patch_grid(ctx)
+        if g:
+            t, gh, gw = g["grid"]
+            n = t * gh * gw
+            grid_name = grid_names[0]
+            grid = [[t, gh, gw]] * ctx.b if grid_name != "image_grid_hw" else [[gh, gw]] * ctx.b
+            ctx.how.append(f"{ctx.b} image(s) as {n} patches of {g['dim']} values, grid {gh}x{gw}")
+            return [TensorSpec(name, (ctx.b * n, g["dim"])), TensorSpec(grid_name, (ctx.b, len(grid[0])), torch.long, data=grid)]
+    vc = ctx.vision_cfg
+    c = _channels(vc)
+    h, w = _image_size(ctx)
+    video = name.endswith("videos") or (
+        _find(ctx.cfg, "num_frames", "frames_per_clip") is not None and name == "pixel_values" and _video_model(ctx)
+    )
+    if video:
+        f = _num_frames(ctx)
+        return [TensorSpec(name, (ctx.b, f, c, h, w))]
+    ctx.how.append(f"{c} channels")
+    return [TensorSpec(name, (ctx.b, c, h, w))]
+
+
+def _video_model(ctx: _Ctx) -> bool:
+    """A video classifier/encoder: its first conv is 3-D, or its config names tubelets/frames."""
+    if _first_module(ctx.model, (nn.Conv3d,)) is not None:
+        return True
+    return _find(ctx.cfg, "tubelet_size") is not None
+
+
+def _audio_feature_size(cfg: Any) -> int | None:
+    f = _find(cfg, "num_mel_bins", "n_mels", "feature_size", "mel_bins", "num_mels", "input_feat_per_channel", "input_dim", subs=("audio_config", "encoder_config", "encoder"))
+    f = _int(f)
+    ch = _int(_find(cfg, "input_channels", subs=("audio_config",)), 1) or 1
+    if f and _get(cfg, "input_feat_per_channel") is not None:
+        f *= ch
+    return f
+
+
+def _audio_features(ctx: _Ctx, name: str) -> list[TensorSpec]:
+    f = _audio_feature_size(ctx.cfg) or 80
+    src = _int(_find(ctx.cfg, "max_source_positions", subs=("audio_config", "encoder_config", "encoder")))
+    conv = _first_module(ctx.model, (nn.Conv1d, nn.Linear, nn.Conv2d), lambda m: getattr(m, "in_channels", getattr(m, "in_features", None)) == f)
+    channels_first = isinstance(conv, nn.Conv1d)
+    if ctx.opts.seq_len:
+        frames, why = ctx.opts.seq_len, "--seq-len"
+    elif src and channels_first:
+        frames, why = 2 * src, "2 x max_source_positions"
+    else:
+        frames, why = DEFAULT_AUDIO_FRAMES, "neurarch's default"
+    ctx.seq = frames
+    shape = (ctx.b, f, frames) if channels_first else (ctx.b, frames, f)
+    ctx.how.append(f"audio features {f} bins x {frames} frames ({why}), " + ("bins first" if channels_first else "frames first"))
+    # The layout is a guess from the first layer that takes f channels (some models transpose
+    # inside): the other one is kept as an alternative.
+    other = (ctx.b, frames, f) if channels_first else (ctx.b, f, frames)
+    ctx.alternatives.append(Alternative([TensorSpec(name, other)], f"audio features laid out {'frames' if channels_first else 'bins'} first (the other layout failed)"))
+    specs = [TensorSpec(name, shape)]
+    for mask in ("input_features_mask", "feature_attention_mask", "audio_mel_mask", "input_features_attention_mask"):
+        if mask in _required(ctx.params):
+            specs.append(TensorSpec(mask, (ctx.b, frames), torch.long, fill=1))
+    return specs
+
+
+def _audio_values(ctx: _Ctx, name: str) -> list[TensorSpec]:
+    f = _int(_find(ctx.cfg, "num_mel_bins"))
+    length = _int(_get(ctx.cfg, "max_length"))
+    if f and length:  # a spectrogram model that calls its input input_values (AST)
+        ctx.how.append(f"spectrogram {length} frames x {f} mel bins from the config")
+        ctx.seq = length
+        return [TensorSpec(name, (ctx.b, length, f))]
+    samples = ctx.opts.seq_len or DEFAULT_AUDIO_SAMPLES
+    ctx.seq = samples
+    ctx.how.append(f"audio {samples} samples" + (" from --seq-len" if ctx.opts.seq_len else " (one second at 16 kHz, neurarch's default)"))
+    ch = _int(_get(ctx.cfg, "audio_channels", "num_channels", "channels"))
+    if ch:
+        ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, samples))], "audio as (batch, samples) (the channel layout failed)"))
+        return [TensorSpec(name, (ctx.b, ch, samples))]
+    ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, 1, samples))], "audio as (batch, 1 channel, samples) (the flat layout failed)"))
+    return [TensorSpec(name, (ctx.b, samples))]
+
+
+def _time_series(ctx: _Ctx) -> list[TensorSpec]:
+    cfg = ctx.cfg
+    ctxlen = _int(_get(cfg, "context_length", "context_len", "sequence_length", "seq_len"), None)
+    lags = _get(cfg, "lags_sequence")
+    if not ctxlen:
+        ctxlen = DEFAULT_TIME_STEPS
+        ctx.how.append(f"{ctxlen} time steps: neurarch's default")
+    else:
+        ctx.how.append(f"{ctxlen} time steps of context from the config")
+    steps = ctxlen + (max(lags) if lags else 0)
+    channels = _int(_get(cfg, "num_input_channels", "input_size", "num_channels"), 1) or 1
+    ctx.seq = steps
+    past = (ctx.b, steps) if lags is not None and channels == 1 else (ctx.b, steps, channels)
+    if lags is None and _get(cfg, "num_input_channels") is None and channels == 1:
+        past = (ctx.b, steps)
+    specs = [TensorSpec("past_values", past)]
+    n_time = _int(_get(cfg, "num_time_features"), 0) or 0
+    pred = _int(_get(cfg, "prediction_length", "horizon_length"), None)
+    for name in ctx.params:
+        if name == "past_time_features":
+            specs.append(TensorSpec(name, (ctx.b, steps, max(n_time, 1))))
+        elif name == "past_observed_mask":
+            specs.append(TensorSpec(name, past, fill=1.0))
+        elif name == "future_time_features" and pred:
+            specs.append(TensorSpec(name, (ctx.b, pred, max(n_time, 1))))
+        elif name == "static_categorical_features" and (_int(_get(cfg, "num_static_categorical_features"), 0) or 0) > 0:
+            specs.append(TensorSpec(name, (ctx.b, cfg.num_static_categorical_features), torch.long, high=min(cfg.cardinality or [1])))
+        elif name == "static_real_features" and (_int(_get(cfg, "num_static_real_features"), 0) or 0) > 0:
+            specs.append(TensorSpec(name, (ctx.b, cfg.num_static_real_features)))
+        elif name == "past_values_padding":
+            specs.append(TensorSpec(name, (ctx.b, steps), fill=0.0))
+        elif name == "freq":
+            specs.append(TensorSpec(name, (ctx.b, 1), torch.long, fill=0))
+    return specs
+
+
+def _bbox(ctx: _Ctx, seq: int) -> TensorSpec:
+    # One valid box [x0, y0, x1, y1] on the 0-1000 grid for every token.
+    return TensorSpec("bbox", (ctx.b, seq, 4), torch.long, data=[[[0, 0, 1000, 1000]] * seq] * ctx.b, text=True)
+
+
+# --------------------------------------------------------------------------
+# The planner.
+# --------------------------------------------------------------------------
+
+_PIXELS = ("pixel_values", "pixel_values_videos", "image", "images", "flattened_patches")
+_AUDIO_FEATURES = ("input_features", "audio_features", "audio_mel", "input_audio_features")
+_AUDIO_VALUES = ("input_values", "audio_values", "waveform")
+
+
+def _main_name(model: nn.Module, params: dict[str, inspect.Parameter]) -> str:
+    """The forward argument the model is fed by: ``main_input_name`` when the forward takes it."""
+    main = getattr(model, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):
+        main = main[0] if main else "input_ids"
+    if main in params:
+        return main
+    required = _required(params)
+    for cand in [*required, "input_ids", "pixel_values", "input_values", "input_features", "past_values"]:
+        if cand in params:
+            return cand
+    return next(iter(params), "x")
+
+
+def _token_runs(ctx: _Ctx, modality: str) -> list[TokenRun]:
+    names = {"image": ("image_token_id", "image_token_index"), "video": ("video_token_id", "video_token_index"), "audio": ("audio_token_id", "audio_token_index")}[modality]
+    tid = _int(_find(ctx.cfg, *names, subs=("text_config",)))
+    return [TokenRun(tid, None, modality)] if tid is not None else []
 
 
 def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: tuple[int, ...] | None = None) -> InputPlan:
@@ -195,57 +677,178 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
         how.append(f"input shape {','.join(map(str, shape))} " + ("from --input-shape" if opts.input_shape else "from the model's defaults"))
         return InputPlan([TensorSpec(name, (b, *shape))], main=name, batch=b, how=how)
 
-    main = getattr(model, "main_input_name", "input_ids")
-    if main not in params and "input_ids" in params:
-        main = "input_ids"
-    tensors: list[TensorSpec] = []
-    seq = None
-    image = None
-    text_cfg = _sub(cfg, "text_config")
-    vocab = int(_get(text_cfg or cfg, "vocab_size", default=1000) or 1000)
+    ctx = _Ctx(model, cfg, opts, params, b, how)
+    main = _main_name(model, params)
+    required = set(_required(params))
+    specs: dict[str, TensorSpec] = {}
 
-    if main == "pixel_values" or (main not in params and "pixel_values" in params):
-        ch, image = _image(cfg, opts, how)
-        tensors.append(TensorSpec("pixel_values", (b, ch, *image)))
-        main = "pixel_values"
-        if "input_ids" in params and text_cfg is not None:  # CLIP-like: a text side too
-            seq = _text_seq(model, cfg, opts, how, text_cfg)
-            tensors.append(TensorSpec("input_ids", (b, seq), torch.long, vocab))
-    elif main == "input_features":
-        mel = int(_get(cfg, "num_mel_bins", "feature_size", "input_feat_per_channel", default=80))
-        frames = int(_get(cfg, "max_source_positions", default=1500)) * 2
-        if opts.seq_len:
-            frames = opts.seq_len
-        tensors.append(TensorSpec("input_features", (b, mel, frames)))
-        how.append(f"audio features {mel} mel bins x {frames} frames from the config")
-        seq = frames
-    elif main == "input_values":
-        samples = opts.seq_len or DEFAULT_AUDIO_SAMPLES
-        tensors.append(TensorSpec("input_values", (b, samples)))
-        how.append(f"audio {samples} samples" + (" from --seq-len" if opts.seq_len else " (one second at 16 kHz, neurarch's default)"))
-        seq = samples
-    else:
-        main = "input_ids" if "input_ids" in params else main
-        seq = _text_seq(model, cfg, opts, how, text_cfg)
-        tensors.append(TensorSpec(main, (b, seq), torch.long, vocab))
-        if "pixel_values" in params and _sub(cfg, "vision_config") is not None:
-            ch, image = _image(cfg, opts, how)
-            tensors.append(TensorSpec("pixel_values", (b, ch, *image)))
+    def add(ts: list[TensorSpec]) -> None:
+        for t in ts:
+            specs.setdefault(t.name, t)
 
-    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-        dec_cfg = _sub(cfg, "decoder") or cfg
-        dec_seq = seq if main == "input_ids" else _text_seq(model, dec_cfg, opts, [], None)
-        cap = _max_positions(dec_cfg)
+    # 1. The main input.
+    if main in _PIXELS:
+        add(_pixels(ctx, main))
+    elif main in _AUDIO_FEATURES:
+        add(_audio_features(ctx, main))
+    elif main in _AUDIO_VALUES:
+        add(_audio_values(ctx, main))
+    elif main == "past_values":
+        add(_time_series(ctx))
+    elif main == "hidden_states" and ({"grid_thw", "image_grid_thw"} & set(params)):
+        g = _patch_grid(ctx)
+        if g:
+            t, gh, gw = g["grid"]
+            add([TensorSpec("hidden_states", (b * t * gh * gw, g["dim"]))])
+            how.append(f"{b} image(s) as {t * gh * gw} patches of {g['dim']} values, grid {gh}x{gw}")
+    elif main in ("input_ids", "inputs_embeds") or main.endswith("input_ids"):
+        pass  # text is added below
+    if main in ("input_ids",) or ("input_ids" in params and main not in specs):
+        main = "input_ids" if main not in specs else main
+
+    # 2. Text.
+    takes_text = "input_ids" in params and (main == "input_ids" or "input_ids" in required or _sub(cfg, "text_config") is not None or _token_runs(ctx, "image"))
+    if takes_text and "input_ids" not in specs:
+        t = _tokens(ctx, "input_ids")
+        specs["input_ids"] = t
+
+    # 3. The image of a vision-language model (and its tokens in the text).
+    if "input_ids" in specs and main == "input_ids" and "pixel_values" in params and "pixel_values" not in specs:
+        runs = _token_runs(ctx, "image")
+        if runs or _sub(cfg, "vision_config") is not None or "pixel_values" in required:
+            add(_tagged(_pixels(ctx, "pixel_values"), "image"))
+            specs["input_ids"].runs.extend(runs)
+    if "input_ids" in specs and "pixel_values_videos" in required and "pixel_values_videos" not in specs:
+        add(_tagged(_pixels(ctx, "pixel_values_videos"), "video"))
+        specs["input_ids"].runs.extend(_token_runs(ctx, "video"))
+
+    ids = specs.get("input_ids")
+    if ids is not None and ids.runs:
+        for name in ("mm_token_type_ids",):
+            if name in params:
+                specs[name] = TensorSpec(name, ids.shape, torch.long, runs=ids.runs, text=True, run_codes=True)
+
+    # 4. Encoder-decoder: decoder tokens.
+    if "decoder_input_ids" in params and (getattr(cfg, "is_encoder_decoder", False) or "decoder_input_ids" in required):
+        dec_cfg = _sub(cfg, "decoder", "decoder_config", "text_config") or cfg
+        dec_seq = _text_seq(ctx, dec_cfg, decoder=True) if main != "input_ids" else (ctx.seq or _text_seq(ctx))
+        cap = _max_positions(dec_cfg) or _int(_get(cfg, "max_target_positions"))
         if cap is not None:
             dec_seq = min(dec_seq, cap)
-        dec_vocab = int(_get(dec_cfg, "vocab_size", default=vocab) or vocab)
-        tensors.append(TensorSpec("decoder_input_ids", (b, dec_seq), torch.long, dec_vocab))
+        specs["decoder_input_ids"] = TensorSpec("decoder_input_ids", (b, dec_seq), torch.long, _vocab(dec_cfg), avoid=special_ids(cfg))
         how.append(f"decoder_input_ids of {dec_seq} tokens")
 
+    # 5. Whatever else the forward requires, by name.
+    for name in params:
+        if name in specs or name in ("self",) or (name not in required):
+            continue
+        add(_by_name(ctx, name, specs))
+
+    tensors = list(specs.values())
     for t in tensors:
-        n = 1
-        for d in t.shape:
-            n *= d
-        if n > limits.MAX_INPUT_ELEMENTS:
+        if t.numel > limits.MAX_INPUT_ELEMENTS:
             raise InputError(f"input {t.name} {t.shape} is beyond neurarch's limit of {limits.MAX_INPUT_ELEMENTS:,} elements")
-    return InputPlan(tensors, main=main, batch=b, seq_len=seq if main != "pixel_values" else None, image_size=image, how=how)
+    if main not in specs and tensors:
+        main = tensors[0].name
+    seq = ctx.seq if main not in _PIXELS else None
+    return InputPlan(tensors, main=main, batch=b, seq_len=seq, image_size=ctx.image, how=how, alternatives=ctx.alternatives)
+
+
+def _tagged(specs: list[TensorSpec], modality: str) -> list[TensorSpec]:
+    for t in specs:
+        t.modality = modality
+    return specs
+
+
+def _by_name(ctx: _Ctx, name: str, specs: dict[str, TensorSpec]) -> list[TensorSpec]:
+    """A required forward argument the main-input rules did not cover, synthesised from its name."""
+    seq = ctx.seq or _text_seq(ctx)
+    if name in _PIXELS or name.endswith("pixel_values"):
+        return _pixels(ctx, "pixel_values_videos" if "video" in name else "pixel_values") if name in ("pixel_values", "pixel_values_videos") else [
+            TensorSpec(name, _pixels(ctx, "pixel_values")[0].shape)
+        ]
+    if name in _AUDIO_FEATURES:
+        return _audio_features(ctx, name)
+    if name in _AUDIO_VALUES:
+        return _audio_values(ctx, name)
+    if name == "past_values":
+        return _time_series(ctx)
+    if name == "bbox":
+        return [_bbox(ctx, seq)]
+    if name.endswith("input_ids"):  # qformer_input_ids, decoder_input_ids, ...
+        n = DEFAULT_QUERY_TOKENS if "qformer" in name else seq
+        sub = _sub(ctx.cfg, "qformer_config") if "qformer" in name else None
+        return [TensorSpec(name, (ctx.b, n), torch.long, _vocab(sub or ctx.text_cfg), avoid=special_ids(ctx.cfg))]
+    if name.endswith(("attention_mask", "_mask")) and name != "bool_masked_pos":
+        ref = specs.get(name.replace("attention_mask", "input_ids")) or specs.get("input_ids")
+        shape = ref.shape[:2] if ref is not None else (ctx.b, seq)
+        return [TensorSpec(name, shape, torch.long, fill=1)]
+    if name in ("grid_thw", "image_grid_thw"):
+        g = _patch_grid(ctx)
+        if g:
+            return [TensorSpec(name, (ctx.b, 3), torch.long, data=[g["grid"]] * ctx.b)]
+    if name == "hidden_states":
+        g = _patch_grid(ctx)
+        if g:
+            t, gh, gw = g["grid"]
+            return [TensorSpec(name, (ctx.b * t * gh * gw, g["dim"]))]
+    return []
+
+
+def _count_features(model: nn.Module, modality: str, inputs: dict[str, torch.Tensor], batch: int) -> tuple[int | None, str]:
+    """How many ``modality`` features one sample makes, from the model's own ``get_<modality>_features``."""
+    fn = None
+    for holder in (model, getattr(model, "model", None), getattr(model, "base_model", None)):
+        fn = getattr(holder, f"get_{modality}_features", None) if holder is not None else None
+        if fn is not None:
+            break
+    if fn is None:
+        return None, f"the model has no get_{modality}_features"
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    kwargs = {k: v for k, v in inputs.items() if k in params and k not in ("input_ids", "attention_mask")}
+    first = next(iter(params), None)
+    pixel = {"image": "pixel_values", "video": "pixel_values_videos", "audio": "input_features"}[modality]
+    if first is not None and first not in kwargs and pixel in inputs:
+        kwargs[first] = inputs[pixel]
+    try:
+        with torch.no_grad():
+            out = fn(**kwargs)
+    except Exception as e:  # the forward will fail the same way and say why
+        return None, f"get_{modality}_features failed: {type(e).__name__}: {str(e)[:120]}"
+    tensors = _feature_tensors(out)
+    if not tensors:
+        return None, f"get_{modality}_features returned no tensor"
+    # transformers checks ``n_tokens * embedding_width == features.numel()``: one token per feature row,
+    # and the rows must be as wide as the text embeddings.
+    width = _embedding_width(model)
+    feature_width = int(tensors[0].shape[-1])
+    if width and feature_width != width:
+        return None, f"its {modality} features are {feature_width} wide, its text embeddings {width} (the config is inconsistent)"
+    rows = sum(t.numel() // max(int(t.shape[-1]), 1) for t in tensors)
+    return max(rows // max(batch, 1), 1), ""
+
+
+def _embedding_width(model: nn.Module) -> int | None:
+    try:
+        emb = model.get_input_embeddings()
+    except Exception:
+        return None
+    w = getattr(emb, "weight", None)
+    return int(w.shape[-1]) if isinstance(w, torch.Tensor) and w.dim() == 2 else None
+
+
+def _feature_tensors(out) -> list[torch.Tensor]:
+    """The feature tensors in what ``get_*_features`` returns (a tensor, a tuple of them, or an output)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):  # a ModelOutput: transformers puts the projected features in pooler_output
+        v = out.get("pooler_output")
+        if v is None:
+            v = out.get("last_hidden_state")
+        return _feature_tensors(v) if v is not None else []
+    if isinstance(out, (list, tuple)):
+        return [t for x in out for t in _feature_tensors(x)]
+    return []

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..inputs import InputPlan
-from .fake import new_mode, to_fake
+from .fake import ValueMode, new_mode, quiet_fake_logs, to_fake
 from .recorder import FunctionalOps, Recorder, first_tensor
 
 
@@ -68,16 +68,14 @@ def _loss(output) -> torch.Tensor | None:
     return loss
 
 
-def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceResult:
-    mode = new_mode()
-    to_fake(model, mode)
+def _forward(model: nn.Module, plan: InputPlan, mode, values, backward: bool, t0: float):
+    """One forward pass with fresh hooks: (recorder, output, outcome)."""
     rec = Recorder(model)
     out = None
-    t0 = time.perf_counter()
     try:
-        with warnings.catch_warnings(), mode, FunctionalOps(rec):
+        with warnings.catch_warnings(), mode, values, values.functions, FunctionalOps(rec):
             warnings.simplefilter("ignore")
-            inputs = plan.make()
+            inputs = plan.make(values)
             with torch.set_grad_enabled(backward):
                 out = model(**inputs)
         fwd = PassOutcome(True, seconds=time.perf_counter() - t0)
@@ -85,6 +83,30 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
         fwd = PassOutcome(False, _describe(e), rec.failed_in, time.perf_counter() - t0)
     finally:
         rec.remove()
+    return rec, out, fwd
+
+
+def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceResult:
+    quiet_fake_logs()
+    mode = new_mode()
+    values = ValueMode(mode)
+    to_fake(model, mode)
+    t0 = time.perf_counter()
+    # ValueMode is entered inside the fake mode so it sees each op first.
+    with warnings.catch_warnings(), mode, values, values.functions:
+        warnings.simplefilter("ignore")
+        plan.resolve(model, values)  # before the hooks: its probe is not part of the trace
+    rec, out, fwd = _forward(model, plan, mode, values, backward, t0)
+    # The planner may offer another layout for some inputs (audio bins/frames first):
+    # try it when the first choice fails, keep the first error if it fails too.
+    for alt in list(plan.alternatives) if not fwd.ok else []:
+        first = (list(plan.tensors), list(plan.how))
+        plan.use(alt)
+        rec2, out2, fwd2 = _forward(model, plan, mode, values, backward, time.perf_counter())
+        if fwd2.ok:
+            rec, out, fwd = rec2, out2, fwd2
+            break
+        plan.tensors, plan.how = first
     result = TraceResult(rec, fwd, None)
     t = first_tensor(out) if out is not None else None
     if t is not None:
@@ -98,7 +120,7 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
         result.backward = PassOutcome(False, "the forward output has no floating tensor that requires grad")
         return result
     try:
-        with warnings.catch_warnings(), mode:
+        with warnings.catch_warnings(), mode, values, values.functions:
             warnings.simplefilter("ignore")
             loss.backward()
         result.backward = PassOutcome(True, seconds=time.perf_counter() - t1)

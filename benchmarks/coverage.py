@@ -1,0 +1,419 @@
+"""Coverage benchmark: does neurarch trace every transformers architecture?
+
+For every model type transformers knows (``CONFIG_MAPPING``) we take the
+default config, and
+
+1. build the type's base model class (``MODEL_MAPPING``) on the meta device
+   *independently of neurarch* — the reference parameter count is the sum of
+   ``numel`` over the unique parameters of that plain build;
+2. build it again the way neurarch does (``build_from_config`` on
+   ``config.to_dict()``), plan fake inputs (``plan_inputs``) and trace forward
+   and backward on fake tensors (``neurarch.trace.trace``);
+3. compare neurarch's parameter count (``count_graph(model).parameters``,
+   taken after the trace) with the reference.
+
+Each model runs in a worker subprocess under a per-model time limit
+(``signal.alarm``); a worker that dies (segfault, OOM) is replaced and the
+model it was on is recorded as crashed, so one bad model cannot stop the run.
+
+Usage::
+
+    nice -n 10 python benchmarks/coverage.py                 # all types -> docs/coverage.{md,csv}
+    python benchmarks/coverage.py --only bert,whisper -v     # a few, printed
+    python benchmarks/coverage.py --timeout 60 --out docs
+    python benchmarks/coverage.py --catalog                  # the catalog models only (~10 s)
+
+The result: ``docs/coverage.md`` (rates and failures grouped by cause) and
+``docs/coverage.csv`` (one row per model type).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = [
+    "model_type",
+    "model_class",
+    "config_ok",
+    "meta_build",
+    "neurarch_build",
+    "forward",
+    "backward",
+    "count_equal",
+    "ref_params",
+    "neurarch_params",
+    "inputs",
+    "seconds",
+    "stage",
+    "error",
+    "ref_error",
+]
+MEMORY_LIMIT_BYTES = 12 * 1024**3  # per worker: a runaway real allocation fails instead of swapping
+
+
+# --------------------------------------------------------------------------
+# Worker side: one model type at a time.
+# --------------------------------------------------------------------------
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout("time limit")
+
+
+def _err(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg[:300]}" if msg else type(e).__name__
+
+
+def _unique_numel(model) -> int:
+    seen, n = set(), 0
+    for p in model.parameters():  # parameters() already yields each tensor once
+        if id(p) not in seen:
+            seen.add(id(p))
+            n += p.numel()
+    return n
+
+
+def _reference(model_type: str, row: dict):
+    """Plain transformers: default config, base class, built on meta. Returns the config."""
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES.get(model_type)
+    if isinstance(name, (list, tuple)):
+        name = name[0]
+    row["model_class"] = name or ""
+    try:
+        cfg = CONFIG_MAPPING[model_type]()
+        row["config_ok"] = True
+    except Exception as e:
+        row["stage"], row["error"] = "config", _err(e)
+        row["ref_error"] = row["error"]
+        return None
+    if not name:
+        row["stage"], row["error"] = "no model class", "transformers has no MODEL_MAPPING class for this config type"
+        row["ref_error"] = row["error"]
+        return cfg
+    try:
+        cls = getattr(transformers, name)
+        with torch.device("meta"):
+            m = cls(CONFIG_MAPPING[model_type]())
+        row["ref_params"] = _unique_numel(m)
+        row["meta_build"] = True
+        del m
+    except Exception as e:
+        row["ref_error"] = _err(e)
+    return cfg
+
+
+def _neurarch(cfg, model_type: str, row: dict) -> None:
+    from neurarch.build import build_from_config
+    from neurarch.inputs import InputOptions, plan_inputs
+    from neurarch.trace import trace
+    from neurarch.trace.counts import count_graph
+
+    try:
+        built = build_from_config(cfg.to_dict(), f"default {model_type} config")
+        row["neurarch_build"] = True
+    except Exception as e:
+        row["stage"], row["error"] = "neurarch build", _err(e)
+        return
+    try:
+        plan = plan_inputs(built.model, built.config, InputOptions())
+        row["inputs"] = " ".join(f"{t.name}{list(t.shape)}" for t in plan.tensors)
+    except Exception as e:
+        row["stage"], row["error"] = "inputs", _err(e)
+        return
+    res = trace(built.model, plan, backward=True)
+    row["forward"] = res.forward.ok
+    row["backward"] = bool(res.backward and res.backward.ok)
+    if not res.forward.ok:
+        row["stage"], row["error"] = "forward", res.forward.error or ""
+    elif not row["backward"]:
+        row["stage"], row["error"] = "backward", (res.backward.error if res.backward else "") or ""
+    row["neurarch_params"] = count_graph(built.model).parameters
+    if row["ref_params"] != "":
+        row["count_equal"] = row["neurarch_params"] == row["ref_params"]
+
+
+def run_one(model_type: str, timeout: int) -> dict:
+    row = {k: "" for k in FIELDS}
+    row.update(model_type=model_type, config_ok=False, meta_build=False, neurarch_build=False, forward=False, backward=False, count_equal=False)
+    t0 = time.perf_counter()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(timeout)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cfg = _reference(model_type, row)
+            if cfg is not None and row["model_class"]:
+                _neurarch(cfg, model_type, row)
+    except _Timeout:
+        row["stage"] = row["stage"] or "timeout"
+        row["error"] = f"Timeout: over {timeout} s"
+    except Exception as e:  # anything the stages did not catch themselves
+        row["stage"], row["error"] = row["stage"] or "other", _err(e)
+    finally:
+        signal.alarm(0)
+    row["seconds"] = round(time.perf_counter() - t0, 2)
+    return row
+
+
+def worker(types: list[str], out_path: str, timeout: int) -> None:
+    """Process ``types`` in order, appending one JSON line per type to ``out_path``."""
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    except (ValueError, OSError):
+        pass
+    import logging
+
+    logging.disable(logging.WARNING)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    for t in types:
+        row = run_one(t, timeout)
+        with open(out_path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+# --------------------------------------------------------------------------
+# Parent side: keep a worker running until every type has a row.
+# --------------------------------------------------------------------------
+
+
+def all_types() -> list[str]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return sorted(CONFIG_MAPPING_NAMES)
+
+
+def run_all(types: list[str], timeout: int, verbose: bool) -> list[dict]:
+    done: dict[str, dict] = {}
+    fd, out_path = tempfile.mkstemp(suffix=".jsonl", prefix="coverage-")
+    os.close(fd)
+    try:
+        while True:
+            todo = [t for t in types if t not in done]
+            if not todo:
+                break
+            cmd = [sys.executable, __file__, "--worker", "--timeout", str(timeout), "--out-jsonl", out_path, "--only", ",".join(todo)]
+            proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            before = len(done)
+            for line in Path(out_path).read_text().splitlines():
+                row = json.loads(line)
+                if row["model_type"] not in done:
+                    done[row["model_type"]] = row
+                    if verbose:
+                        _print_row(row)
+            todo = [t for t in types if t not in done]
+            if todo and proc.returncode != 0:
+                # The worker died on todo[0]: record it and go on with the rest.
+                tail = (proc.stderr or "").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+                row = {k: "" for k in FIELDS}
+                row.update(model_type=todo[0], stage="crash", error=f"WorkerCrash: {tail[0][:300]}", seconds="")
+                for k in ("config_ok", "meta_build", "neurarch_build", "forward", "backward", "count_equal"):
+                    row[k] = False
+                done[todo[0]] = row
+                if verbose:
+                    _print_row(row)
+            elif todo and len(done) == before:
+                raise RuntimeError(f"the worker made no progress: {proc.stderr[-2000:]}")
+    finally:
+        os.unlink(out_path)
+    return [done[t] for t in types]
+
+
+def _print_row(row: dict) -> None:
+    flags = "".join("y" if row[k] is True else "." for k in ("meta_build", "neurarch_build", "forward", "backward", "count_equal"))
+    print(f"{row['model_type']:40s} {flags} {row['seconds']!s:>6} {row['stage']} {row['error'][:150]}", flush=True)
+
+
+# --------------------------------------------------------------------------
+# Report.
+# --------------------------------------------------------------------------
+
+
+def _cause(error: str) -> str:
+    """An error message with its specifics blanked, so alike failures group together."""
+    e = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", error)
+    e = re.sub(r"\[[^\]]*\]|\([^)]*\)", "(…)", e)
+    e = re.sub(r"\d+", "N", e)
+    return e[:110]
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100.0 * a / b:.1f}%" if b else "n/a"
+
+
+def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str) -> str:
+    import torch
+    import transformers
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "coverage.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+
+    n_all = len(rows)
+    with_class = [r for r in rows if r["model_class"]]
+    meta = [r for r in rows if r["meta_build"] is True]
+    built = [r for r in meta if r["neurarch_build"] is True]
+    fwd = [r for r in meta if r["forward"] is True]
+    both = [r for r in meta if r["backward"] is True]
+    eq = [r for r in meta if r["count_equal"] is True]
+    fails = [r for r in meta if r["backward"] is not True]
+    count_diff = [r for r in meta if r["count_equal"] is not True and r["neurarch_params"] != ""]
+    no_meta = [r for r in with_class if r["meta_build"] is not True]
+
+    lines = [
+        "# Coverage: transformers architectures traced by neurarch",
+        "",
+        "Generated by `benchmarks/coverage.py`; per-type rows in [coverage.csv](coverage.csv).",
+        "",
+        "For every model type in transformers' `CONFIG_MAPPING`, the default config is built as the type's",
+        "`MODEL_MAPPING` base class on the meta device *without neurarch* (the reference parameter count: unique",
+        "`p.numel()` summed), then again through neurarch (`build_from_config` → `plan_inputs` → `trace`",
+        "forward + backward on fake tensors) and neurarch's `count_graph(model).parameters` is compared with",
+        "the reference.",
+        "",
+        "## Run",
+        "",
+        f"* date: {_dt.date.today().isoformat()}",
+        f"* machine: {platform.machine()}, {os.cpu_count()} CPUs (nproc), Python {platform.python_version()}",
+        f"* torch {torch.__version__}, transformers {transformers.__version__}",
+        f"* command: `{command}`",
+        f"* wall time: {seconds / 60:.1f} min",
+        "",
+        "## Rates",
+        "",
+        f"**Of {len(meta)} model types that build on meta, {_pct(len(both), len(meta))} trace forward+backward, "
+        f"{_pct(len(eq), len(meta))} count-equal.**",
+        "",
+        "| | model types | of those that build on meta |",
+        "|---|---:|---:|",
+        f"| config types in `CONFIG_MAPPING` | {n_all} | |",
+        f"| with a `MODEL_MAPPING` base class | {len(with_class)} | |",
+        f"| build on meta (plain transformers) | {len(meta)} | 100% |",
+        f"| neurarch builds | {len(built)} | {_pct(len(built), len(meta))} |",
+        f"| forward traces | {len(fwd)} | {_pct(len(fwd), len(meta))} |",
+        f"| forward + backward trace | {len(both)} | {_pct(len(both), len(meta))} |",
+        f"| parameter count equal to the plain build | {len(eq)} | {_pct(len(eq), len(meta))} |",
+        "",
+        f"The {n_all - len(with_class)} config types without a `MODEL_MAPPING` class are sub-configs (a vision tower's",
+        "or a text model's config inside a composite model) or task-only models; they are not counted.",
+        "",
+    ]
+
+    def group(rs: list[dict], title: str) -> None:
+        if not rs:
+            return
+        lines.extend([f"## {title} ({len(rs)})", ""])
+        by: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for r in rs:
+            by[(r["stage"], _cause(r["error"]))].append(r["model_type"])
+        lines.extend(["| stage | cause | n | model types |", "|---|---|---:|---|"])
+        for (stage, cause), types in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            cause = cause.replace("|", "\\|")
+            lines.append(f"| {stage} | `{cause}` | {len(types)} | {', '.join(sorted(types))} |")
+        lines.append("")
+
+    group(fails, "Failures among the types that build on meta, by cause")
+    if count_diff:
+        lines.extend([f"## Parameter count differs from the plain build ({len(count_diff)})", ""])
+        lines.extend(["| model type | plain build | neurarch |", "|---|---:|---:|"])
+        for r in count_diff:
+            lines.append(f"| {r['model_type']} | {r['ref_params']:,} | {r['neurarch_params']:,} |")
+        lines.append("")
+    no_meta = [dict(r, stage="meta build", error=r["ref_error"]) for r in no_meta]
+    group(no_meta, "Types whose plain meta build fails (not counted)")
+
+    slow = sorted((r for r in rows if isinstance(r["seconds"], (int, float))), key=lambda r: -r["seconds"])[:10]
+    lines.extend(["## Slowest", "", "| model type | seconds |", "|---|---:|"])
+    lines.extend(f"| {r['model_type']} | {r['seconds']} |" for r in slow)
+    lines.append("")
+    text = "\n".join(lines)
+    (out_dir / "coverage.md").write_text(text)
+    return text
+
+
+def check_catalog() -> int:
+    """Trace every bundled catalog config forward+backward; the quick check before a commit."""
+    from neurarch.build import build_from_config
+    from neurarch.inputs import InputOptions, plan_inputs
+    from neurarch.sources.catalog import entries
+    from neurarch.trace import trace
+
+    bad = 0
+    for model_id, e in entries().items():
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            built = build_from_config(e.config(), model_id)
+            plan = plan_inputs(built.model, built.config, InputOptions())
+            res = trace(built.model, plan)
+        ok = res.forward.ok and bool(res.backward and res.backward.ok)
+        bad += not ok
+        err = res.forward.error or (res.backward.error if res.backward else "") or ""
+        shapes = " ".join(f"{t.name}{list(t.shape)}" for t in plan.tensors)
+        print(f"{'ok  ' if ok else 'FAIL'} {model_id:45s} {time.perf_counter() - t0:5.1f}s {shapes} {err}", flush=True)
+    print(f"{len(entries()) - bad}/{len(entries())} catalog models trace forward+backward")
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="comma-separated model types (default: all of CONFIG_MAPPING)")
+    ap.add_argument("--timeout", type=int, default=60, help="seconds per model type (default 60)")
+    ap.add_argument("--out", default=str(ROOT / "docs"), help="folder for coverage.md and coverage.csv")
+    ap.add_argument("--no-write", action="store_true", help="print only, write no files")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print one line per model type")
+    ap.add_argument("--catalog", action="store_true", help="trace the bundled catalog models only (a quick check)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out-jsonl", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "src"))
+
+    if args.worker:
+        worker(args.only.split(","), args.out_jsonl, args.timeout)
+        return 0
+    if args.catalog:
+        return check_catalog()
+    types = args.only.split(",") if args.only else all_types()
+    t0 = time.time()
+    rows = run_all(types, args.timeout, args.verbose)
+    elapsed = time.time() - t0
+    if args.no_write:
+        for r in rows:
+            if not args.verbose:
+                _print_row(r)
+        return 0
+    command = "nice -n 10 python benchmarks/coverage.py" + (f" --only {args.only}" if args.only else "")
+    text = write_report(rows, Path(args.out), elapsed, command)
+    print("\n".join(l for l in text.splitlines() if l.startswith("**")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
