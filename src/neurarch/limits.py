@@ -30,6 +30,7 @@ _POSITIVE = re.compile(
 )
 _LAYERS = re.compile(r"(^|_)(layers?|n_layer|num_hidden_layers|depths?|num_blocks|blocks)$|^n_layer$|_layers$")
 _BOUNDED = re.compile(r"(size|dim|_ff|heads|layers?|embd|positions|channels|experts|length|tokens)s?$")
+_LAYER_INDEX = re.compile(r"(^|_)layers?$")
 _NOT_SIZES = re.compile(r"(token_id|_id|_ids|rope_theta|epsilon|eps|_std|range|rate|scale|factor|dropout|prob)$")
 
 
@@ -53,7 +54,7 @@ def check_config(cfg: dict, where: str) -> None:
         field = path.rsplit(".", 1)[-1].split("[")[0]
         if _NOT_SIZES.search(field):
             continue
-        if _POSITIVE.match(field) and value <= 0:
+        if _POSITIVE.match(field) and value <= 0 and not (field == "head_dim" and value == 0):  # head_dim 0: "derive it"
             raise LimitError(f"{where}: field {path} = {value!r} must be a positive size", path=where, field=path)
         if _LAYERS.search(field) and "[" not in path and isinstance(value, (int, float)) and value > MAX_LAYERS:
             raise LimitError(
@@ -65,7 +66,9 @@ def check_config(cfg: dict, where: str) -> None:
             raise LimitError(
                 f"{where}: field {path} = {value!r} is beyond neurarch's size limit of {MAX_DIM:,}", path=where, field=path
             )
-        if _BOUNDED.search(field) and value < 0:
+        # Negative layer numbers are Python indices (vision_feature_layer = -2), and -1 is a
+        # common "unset" sentinel (max_relative_positions = -1): neither asks for work.
+        if _BOUNDED.search(field) and value < 0 and value != -1 and not _LAYER_INDEX.search(field):
             raise LimitError(f"{where}: field {path} = {value!r} is negative", path=where, field=path)
 
 
