@@ -98,6 +98,11 @@ EXTRAS = [
     ("multi-tensor AdamW (CUDA's default), run on CPU", dict(mode="full", precision="fp32", foreach=True)),
     ("QLoRA (bitsandbytes NF4, double quant)", dict(mode="qlora", precision="bf16-mixed")),
 ]
+EXTRA_NOTES = {
+    "8-bit AdamW (bitsandbytes)": "bitsandbytes' CPU kernel (backends/cpu/ops.py) dequantizes each state to fp32 temporaries "
+    "inside the op; the CUDA kernel updates in place. The simulation follows the op's declared contract (in place), i.e. CUDA; "
+    "the state itself is traced from bitsandbytes' code (tests/test_memory.py checks it on a small model, where that scratch is small).",
+}
 
 
 # Image models (CNNs; the patch-embedding convolutions of ViTs): measured with
@@ -236,9 +241,9 @@ def render(results: dict) -> str:
         if r is None:
             continue
         if "error" in r:
-            extra_rows.append(f"| {label} | — | — | — | {r['error']} |")
+            extra_rows.append(f"| {label} | — | — | — | {r['error']} | |")
         else:
-            extra_rows.append(f"| {label} | {r['estimate']:,} | {r['measured']:,} | {err(r):+.3f}% | {r['phase']} |")
+            extra_rows.append(f"| {label} | {r['estimate']:,} | {r['measured']:,} | {err(r):+.3f}% | {r['phase']} | {EXTRA_NOTES.get(label, '')} |")
     median = statistics.median(errs) if errs else float("nan")
     worst = max(errs) if errs else float("nan")
     fams = sorted({fam for name, fam, *_ in MODELS if any(k.startswith(f"{name}|") for k in results)})
@@ -267,8 +272,8 @@ def render(results: dict) -> str:
         "",
         f"Same method, on {EXTRA_MODEL[0]} (2 of 22 layers, batch 2 x 64 tokens); not part of the targets above.",
         "",
-        "| option | estimate (B) | measured (B) | error | peak at |",
-        "|---|---:|---:|---:|---|",
+        "| option | estimate (B) | measured (B) | error | peak at | note |",
+        "|---|---:|---:|---:|---|---|",
         *extra_rows,
         "",
         "## Downscaling",
