@@ -260,7 +260,7 @@ def render(results: dict) -> str:
         "",
         f"Machine: {machine()}.",
         "",
-        "Command: `python benchmarks/memory_accuracy.py` (results cached in `benchmarks/memory_accuracy.json`).",
+        "Command: `python benchmarks/memory_accuracy.py --memtracker` (results cached in `benchmarks/memory_accuracy.json`).",
         "",
         *( [f"torch's MemTracker (private API, same fake-tensor step, reset between steps) ran {len(mt_ok)} of {sum(mt_runs)} runs"
             + (f", median |error| {statistics.median(mt_ok):.3f}% where it ran." if mt_ok else "."), ""] if any(mt_runs) else []),

@@ -213,3 +213,35 @@ def measure_cuda(
     torch.cuda.synchronize()
     step_peaks.append(torch.cuda.max_memory_allocated(dev))
     return Measurement(max(step_peaks), baseline, step_peaks, None, torch.get_num_threads())
+
+
+def real_factory(built, source=None) -> Callable[[], nn.Module]:
+    """How to build ``built``'s model with real (random) weights on CPU.
+
+    A source with a factory (timm, torchvision, python:) is called again
+    outside the meta device; a transformers model is its class built from the
+    same config.  Returns a callable, so each measurement gets a fresh model.
+    """
+    if source is not None and getattr(source, "factory", None) is not None:
+        def make() -> nn.Module:
+            m = source.factory()
+            return getattr(m, "model", m)  # a factory may return a BuiltModel
+        return make
+    if built.config is not None:
+        cls, cfg = type(built.model), built.config
+
+        def make() -> nn.Module:
+            with torch.device("cpu"):
+                return cls(cfg)
+        return make
+    from .step import PlanOptionError
+
+    raise PlanOptionError(f"{built.model_class}: no config or factory to build real weights from")
+
+
+def measure(built, plan: InputPlan, setup: TrainSetup, *, device: str = "cpu", source=None, steps: int = 2) -> Measurement:
+    """``measure MODEL --device cpu|cuda``: real random weights, ``steps`` real training steps."""
+    make = real_factory(built, source)
+    if device == "cuda":
+        return measure_cuda(make, built.config, plan, setup, steps=steps)
+    return measure_cpu(make, built.config, plan, setup, steps=steps)

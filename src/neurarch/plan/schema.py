@@ -51,7 +51,20 @@ class MemoryMode(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
+class MemoryAssumptions(_Model):
+    precision: str
+    optimizer: str
+    lora_rank: int
+    grad_checkpointing: bool
+    headroom: float = Field(description="A card fits a batch when peak_bytes x headroom <= its memory.")
+    batch: int
+    context_len: Optional[int] = None
+    device_semantics: str = "cuda"
+    method: str = ""
+
+
 class MemorySection(_Model):
+    assumptions: Optional[MemoryAssumptions] = None
     full: Optional[MemoryMode] = None
     lora: Optional[MemoryMode] = None
     qlora: Optional[MemoryMode] = None
