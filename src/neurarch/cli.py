@@ -33,7 +33,13 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-shape", help="per-sample shape for plain modules, e.g. 3,224,224 or 64")
     g = p.add_argument_group("plan: what it costs to run (--cost; --plan adds it)")
     g.add_argument("--cost", action="store_true", help="price a training run on every card (roofline estimate)")
-    g.add_argument("--plan", action="store_true", help="the full plan: cost of a training run on every card")
+    g.add_argument("--plan", action="store_true", help="the full plan: GPU memory per mode, what fits on which card, sharded plans, and the cost")
+    g.add_argument("--modes", default="full,lora,qlora,inference", help="memory modes to simulate (default: full,lora,qlora,inference)")
+    g.add_argument("--optimizer", default="adamw", help="adamw (default) | adamw-8bit | sgd | adafactor")
+    g.add_argument("--lora-rank", type=int, default=16, help="LoRA rank (default 16)")
+    g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in backward")
+    g.add_argument("--headroom", type=float, default=1.15, help="a card fits when peak x headroom <= its memory (default 1.15)")
+    g.add_argument("--context-len", type=int, help="inference: KV cache length in tokens (default: the input's)")
     g.add_argument("--epochs", type=int, default=10, help="epochs of the run (default 10)")
     g.add_argument("--samples", type=int, help="samples per epoch (default 50,000)")
     g.add_argument("--tokens", type=int, help="tokens per epoch, for language models (instead of --samples)")
@@ -50,7 +56,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trust-remote-code", action="store_true", help="allow configs that need code from the model repo (auto_map); off by default")
     g = p.add_argument_group("run")
     g.add_argument("--no-backward", action="store_true", help="trace the forward pass only")
-    g.add_argument("--timeout", type=float, default=300.0, help="give up on a model after this many seconds (default 300)")
+    g.add_argument("--timeout", type=float, help="give up on a model after this many seconds (default 300; 1200 with --plan)")
     g.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -58,7 +64,7 @@ def _trace_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="neurarch-trace",
         description="Rebuild a model from its config on fake tensors (no weights read) and report its layers and exact parameter counts.",
-        epilog="Other commands: `neurarch-trace catalog` lists the bundled offline catalog; `neurarch-trace checks` lists the verifier's rules.",
+        epilog="Other commands: `neurarch-trace catalog` lists the bundled offline catalog; `neurarch-trace checks` lists the verifier's rules; `neurarch-trace measure MODEL` runs real training steps and compares the measured peak with the estimate.",
     )
     p.add_argument("models", nargs="+", metavar="MODEL", help="hub id, catalog id, config.json, model folder, timm:NAME, torchvision:NAME or python:FILE.py:Factory")
     p.add_argument("--format", "-f", choices=["text", "json", "jsonl", "markdown", "html"], default="text")
@@ -123,7 +129,20 @@ def _options(args):
             cards=[c for c in args.card if ":" in c],
             prices=prices,
         )
-    elif args.tokens or args.samples or args.price:
+    plan = None
+    if args.plan:
+        from .pipeline import PlanOptions
+
+        plan = PlanOptions(
+            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+            optimizer=args.optimizer,
+            lora_rank=args.lora_rank,
+            grad_checkpointing=args.grad_checkpointing,
+            headroom=args.headroom,
+            context_len=args.context_len,
+        )
+        plan.validate()
+    if not (args.cost or args.plan) and (args.tokens or args.samples or args.price):
         raise NeurarchError("--samples/--tokens/--price only apply with --cost or --plan")
     return Options(
         inputs=inputs,
@@ -134,6 +153,7 @@ def _options(args):
         backward=not args.no_backward,
         timeout_s=args.timeout,
         cost=cost,
+        plan=plan,
         precision=args.precision,
         from_scratch=args.from_scratch,
         disable=disable,
@@ -189,6 +209,47 @@ def _run_trace(argv: list[str]) -> int:
     return EXIT_USAGE if failed else 0
 
 
+def _run_measure(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="neurarch-trace measure",
+        description="Run real training steps on this machine (random weights) and put the measured peak beside the estimate.",
+    )
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--mode", default="full", choices=["full", "lora", "qlora"])
+    p.add_argument("--precision", default="bf16-mixed")
+    p.add_argument("--optimizer", default="adamw")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--steps", type=int, default=2, help="real steps to run (default 2: the second is the steady state)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--image-size", type=int)
+    p.add_argument("--input-shape")
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--format", "-f", choices=["text", "json"], default="text")
+    p.add_argument("--debug", action="store_true")
+    args = p.parse_args(argv)
+    from .inputs import InputOptions, parse_shape
+    from .measure import render_text, run
+
+    result = run(
+        args.model,
+        inputs=InputOptions(batch=args.batch, seq_len=args.seq_len, image_size=args.image_size,
+                            input_shape=parse_shape(args.input_shape) if args.input_shape else None),
+        mode=args.mode,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        lora_rank=args.lora_rank,
+        grad_checkpointing=args.grad_checkpointing,
+        device=args.device,
+        steps=args.steps,
+        trust_remote_code=args.trust_remote_code,
+    )
+    _write(result.model_dump_json(indent=2) if args.format == "json" else render_text(result), None)
+    return 0
+
+
 def _run_catalog(argv: list[str]) -> int:
     args = _catalog_parser().parse_args(argv)
     from .sources.catalog import entries
@@ -218,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     from .verify.cli import main as checks_main
 
-    commands = {"catalog": _run_catalog, "checks": checks_main}
+    commands = {"catalog": _run_catalog, "checks": checks_main, "measure": _run_measure}
     try:
         if argv and argv[0] in commands:
             return commands[argv[0]](argv[1:])

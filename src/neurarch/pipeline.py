@@ -24,6 +24,7 @@ from .trace.counts import build_params
 from .trace.structure import build_structure
 
 DEFAULT_TIMEOUT_S = 300
+DEFAULT_PLAN_TIMEOUT_S = 1200  # --plan simulates several modes and batches
 
 
 @dataclass
@@ -54,6 +55,34 @@ class CostOptions:
 
 
 @dataclass
+class PlanOptions:
+    """The memory plan (``--plan``): which modes, and how the run is set up."""
+
+    modes: tuple = ("full", "lora", "qlora", "inference")
+    optimizer: str = "adamw"
+    lora_rank: int = 16
+    grad_checkpointing: bool = False
+    headroom: float = 1.15
+    context_len: int | None = None  # inference KV cache length (default: the input's)
+
+    def validate(self) -> None:
+        from .errors import InputError
+        from .plan.step import MODES, OPTIMIZERS
+
+        bad = [m for m in self.modes if m not in MODES]
+        if bad or not self.modes:
+            raise InputError(f"unknown --modes {','.join(bad) or '(none)'}; choose from {', '.join(MODES)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise InputError(f"unknown --optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        if not isinstance(self.lora_rank, int) or not 1 <= self.lora_rank <= 4096:
+            raise InputError(f"--lora-rank must be an integer from 1 to 4096, got {self.lora_rank}")
+        if not (1.0 <= self.headroom <= 10.0):
+            raise InputError(f"--headroom must be between 1 and 10, got {self.headroom}")
+        if self.context_len is not None and not 1 <= self.context_len <= (1 << 22):
+            raise InputError(f"--context-len must be between 1 and {1 << 22:,}, got {self.context_len}")
+
+
+@dataclass
 class Options:
     """Everything that changes a report (the CLI flags, as one object)."""
 
@@ -63,8 +92,9 @@ class Options:
     trust_remote_code: bool = False
     offline: bool | None = None  # None: follow HF_HUB_OFFLINE
     backward: bool = True
-    timeout_s: float | None = DEFAULT_TIMEOUT_S
+    timeout_s: float | None = None  # None: 300 s, or 1200 s with a plan
     cost: CostOptions | None = None  # price a training run
+    plan: PlanOptions | None = None  # simulate memory per mode and fit every card
     precision: str = "bf16-mixed"  # training precision the plan and the verifier assume
     from_scratch: bool = False  # training from scratch (init rules apply) rather than fine-tuning
     disable: set = field(default_factory=set)  # verifier rule ids turned off
@@ -123,12 +153,17 @@ def _library_logs():
     fake_logger = logging.getLogger("torch._subclasses.fake_tensor")
     fake_level = fake_logger.level
     fake_logger.setLevel(logging.CRITICAL)
+    # bitsandbytes warns that an optional CPU kernel package is missing; it falls back by itself.
+    bnb_logger = logging.getLogger("bitsandbytes")
+    bnb_level = bnb_logger.level
+    bnb_logger.setLevel(logging.ERROR)
     try:
         yield handler.messages
     finally:
         logger.handlers, level, logger.propagate = saved[0], saved[1], saved[2]
         logger.setLevel(level)
         fake_logger.setLevel(fake_level)
+        bnb_logger.setLevel(bnb_level)
 
 
 def _cards(c: CostOptions):
@@ -148,7 +183,67 @@ def _cards(c: CostOptions):
     return cards
 
 
-def _cost(built, source, opts: Options, plan, trainable: int, cards):
+def _memory(built, plan, opts: Options, cards, structure):
+    """memory.<mode> at the input batch, each card's largest batch per mode, FSDP plans."""
+    from .plan.fit import fit_cards, fsdp_plans
+    from .plan.memory import estimate as simulate_mode
+    from .plan.memory import with_batch
+    from .plan.schema import MemoryAssumptions, MemorySection
+
+    p = opts.plan
+    section = MemorySection(
+        assumptions=MemoryAssumptions(
+            precision=opts.precision,
+            optimizer=p.optimizer,
+            lora_rank=p.lora_rank,
+            grad_checkpointing=p.grad_checkpointing,
+            headroom=p.headroom,
+            batch=plan.batch,
+            context_len=p.context_len,
+            method="training steps simulated on fake tensors (steady state: step 2), CUDA kernel semantics; "
+            "peak_bytes adds caching-allocator rounding and fixed CUDA overhead",
+        )
+    )
+    caches: dict[str, dict] = {}
+    peak_fns = {}
+    for mode in p.modes:
+        cache: dict = {}
+
+        def at(b, mode=mode, cache=cache):
+            if b not in cache:
+                cache[b] = simulate_mode(
+                    built, with_batch(plan, b), mode, precision=opts.precision, optimizer=p.optimizer,
+                    grad_checkpointing=p.grad_checkpointing, lora_rank=p.lora_rank, context_len=p.context_len,
+                )
+            return cache[b]
+
+        try:
+            setattr(section, mode, at(plan.batch))
+        except Exception as e:  # a mode that does not apply or cannot run is a result, not a crash
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            section.errors[mode] = msg[:300]
+            continue
+        caches[mode] = cache
+        peak_fns[mode] = lambda b, at=at: at(b).peak_bytes
+    fits = fit_cards(cards, peak_fns, p.headroom) if cards else []
+    multi = []
+    if "full" in caches:
+        peak_fns["full"](1)  # cached: fit_cards simulated batch 1 already
+        one = caches["full"][1]
+        if any(f.max_batch.get("full") == 0 for f in fits):
+            peak_fns["full"](2)
+            two = caches["full"][2]
+            # Growth per sample of what sharding does not divide, from the two
+            # simulated peaks; None when both peaks sit where activations are gone.
+            grow = lambda m: m.breakdown.activations + m.breakdown.temporary  # noqa: E731
+            per_sample = grow(two) - grow(one) if two.phase == one.phase and grow(two) > grow(one) else None
+            elem = 4 if opts.precision == "fp32" else 2
+            largest = max((n.parameters for n in structure.nodes), default=0) * elem
+            multi = fsdp_plans(cards, "full", one.breakdown, one.peak_bytes, per_sample, largest, p.headroom)
+    return section, fits, multi
+
+
+def _cost(built, source, opts: Options, plan, trainable: int, cards, full_fits=None):
     from .cost import count_step, estimate
 
     c = opts.cost
@@ -166,6 +261,7 @@ def _cost(built, source, opts: Options, plan, trainable: int, cards):
         batch=c.batch,
         trainable=trainable,
         headline_card=c.card,
+        max_batch=(lambda card: full_fits.get(card.name)) if full_fits else None,
     )
 
 
@@ -174,19 +270,30 @@ def analyze(spec: str, options: Options | None = None) -> Report:
     opts = options or Options()
     opts.inputs.validate()
     cards = None
+    if opts.plan is not None:
+        opts.plan.validate()
+        if opts.cost is None:
+            opts.cost = CostOptions(precision=opts.precision)
     if opts.cost is not None:
         opts.cost.validate()
         cards = _cards(opts.cost)
     source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code, offline=opts.offline)
-    with _time_limit(opts.timeout_s, f"tracing {source.id}"), _library_logs() as library_warnings:
+    timeout = opts.timeout_s if opts.timeout_s is not None else (DEFAULT_PLAN_TIMEOUT_S if opts.plan is not None else DEFAULT_TIMEOUT_S)
+    with _time_limit(timeout, f"tracing {source.id}"), _library_logs() as library_warnings:
         built = build(source)
         plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
         result = trace(built.model, plan, backward=opts.backward)
         params = build_params(built.model, source.checkpoint, built.config)
         structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
-        cost = None
-        if opts.cost is not None and result.forward.ok and result.backward is not None and result.backward.ok:
-            cost = _cost(built, source, opts, plan, params.trainable, cards)
+        cost = memory = None
+        fits: list = []
+        multi: list = []
+        traced = result.forward.ok and result.backward is not None and result.backward.ok
+        if opts.plan is not None and traced:
+            memory, fits, multi = _memory(built, plan, opts, cards, structure)
+        if opts.cost is not None and traced:
+            full = {f.name: f.max_batch.get("full") for f in fits} if fits and "full" in opts.plan.modes else None
+            cost = _cost(built, source, opts, plan, params.trainable, cards, full)
 
     warnings = []
     if source.checkpoint is None:
@@ -222,6 +329,9 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         backward_pass=outcome(result.backward),
         params=params,
         structure=structure,
+        memory=memory,
+        cards=fits,
+        multi_gpu=multi,
         cost=cost,
         warnings=warnings,
     )

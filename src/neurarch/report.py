@@ -12,6 +12,8 @@ from typing import Literal, Optional
 from pydantic import BaseModel, Field
 
 from .cost.schema import CostSection
+from .plan.fit import CardFit, MultiGpuPlan
+from .plan.schema import MemorySection
 from .verify.schema import Finding, Verifier
 
 SCHEMA_VERSION = "1.0"
@@ -108,6 +110,9 @@ class Report(_Model):
     backward_pass: Optional[PassResult] = None
     params: Params
     structure: Structure
+    memory: Optional[MemorySection] = Field(None, description="GPU memory to fine-tune and to serve (with --plan).")
+    cards: list[CardFit] = Field(default_factory=list, description="Largest batch per card and mode (with --plan).")
+    multi_gpu: list[MultiGpuPlan] = Field(default_factory=list, description="Sharded plans where batch 1 does not fit one card.")
     cost: Optional[CostSection] = Field(None, description="What it costs to run (with --plan or --cost).")
     findings: list[Finding] = Field(default_factory=list, description="What the verifier says, most severe first.")
     verifier: Optional[Verifier] = Field(None, description="Counts by severity, rules run/disabled/not applicable/failed, output kind.")

@@ -117,10 +117,17 @@ def cost_summary(report: Report) -> list[str]:
     c = report.cost
     a = c.assumptions
     data = f"{a.epochs} epochs x {a.tokens:,} tokens" if a.tokens else f"{a.epochs} epochs x {a.samples:,} samples"
-    lines = [
-        f"Estimated one run on {c.headline.card}: {money(c.headline.usd)}, {hours(c.headline.run_hours)} at batch {c.headline.batch} "
-        f"({data}, {a.precision}, roofline estimate)."
-    ]
+    if c.headline.batch == 0:
+        fit = [r for r in c.cards if r.cheapest]
+        alt = f"; cheapest card that fits: {fit[0].name}, {money(fit[0].usd)}" if fit else ""
+        lines = [f"Batch 1 does not fit {c.headline.card}{alt} ({data}, {a.precision}, roofline estimate)."]
+    elif c.headline.usd is None and c.headline.run_hours is None:
+        lines = [f"No estimate on {c.headline.card} ({next((r.note for r in c.cards if r.name == c.headline.card), '')})."]
+    else:
+        lines = [
+            f"Estimated one run on {c.headline.card}: {money(c.headline.usd)}, {hours(c.headline.run_hours)} at batch {c.headline.batch} "
+            f"({data}, {a.precision}, roofline estimate)."
+        ]
     per = f"{flops(c.flops_per_sample)} per sample forward+backward"
     if c.flops_per_token:
         per += f", {flops(c.flops_per_token)} per token"
@@ -132,3 +139,66 @@ def cost_summary(report: Report) -> list[str]:
     if c.ops_without_formula:
         lines.append(f"Ops counted as 0 FLOPs (formula failed): {', '.join(c.ops_without_formula)}.")
     return lines
+
+
+MODES = ("full", "lora", "qlora", "inference")
+MEMORY_HEADER = ["mode", "peak (card)", "tensors", "weights", "grads", "optimizer", "activations", "temporary", "overhead", "phase"]
+
+
+def gib(x: int | None) -> str:
+    return "—" if x is None else f"{x / 2**30:,.2f} GiB"
+
+
+def memory_rows(report: Report) -> list[list[str]]:
+    """One row per mode of the memory plan; modes that did not apply say why."""
+    m = report.memory
+    out = []
+    for mode in MODES:
+        x = getattr(m, mode)
+        if x is None:
+            if mode in m.errors:
+                out.append([mode, "not applicable" if "no linear" in m.errors[mode] or "decoder" in m.errors[mode] else "failed", m.errors[mode], *[""] * 7])
+            continue
+        b = x.breakdown
+        phase = x.phase + (f" ({x.module})" if x.module else "")
+        out.append([mode, gib(x.peak_bytes), gib(x.peak_tensor_bytes), gib(b.weights), gib(b.gradients), gib(b.optimizer), gib(b.activations), gib(b.temporary), gib(b.overhead), phase])
+    return out
+
+
+def memory_summary(report: Report) -> list[str]:
+    m = report.memory
+    a = m.assumptions
+    lines = []
+    if a is not None:
+        lines.append(
+            f"Batch {a.batch}, {a.precision}, optimizer {a.optimizer}, LoRA rank {a.lora_rank}"
+            + (", gradient checkpointing" if a.grad_checkpointing else "")
+            + f"; a card fits when peak x {a.headroom:g} <= its memory. {a.method}."
+        )
+    if m.lora is not None:
+        lines.append(f"LoRA trains {m.lora.trainable_parameters:,} parameters.")
+    if m.full is not None and m.full.first_step_peak_tensor_bytes != m.full.peak_tensor_bytes:
+        lines.append(f"Full fine-tune, first step: {gib(m.full.first_step_peak_tensor_bytes)} of tensors (no optimizer state yet); the steady state above decides the fit.")
+    return lines
+
+
+def fit_header(report: Report) -> list[str]:
+    modes = [mode for mode in MODES if report.cards and mode in report.cards[0].max_batch]
+    return ["card", "memory", *[f"max batch {mode}" for mode in modes]]
+
+
+def fit_rows(report: Report) -> list[list[str]]:
+    modes = [mode for mode in MODES if report.cards and mode in report.cards[0].max_batch]
+    return [
+        [f.name, f"{f.memory_bytes / 2**30:,.1f} GiB" + ("" if f.memory_basis == "usable" else " (nominal)"), *(f"{f.max_batch[mode]:,}" for mode in modes)]
+        for f in report.cards
+    ]
+
+
+def multi_gpu_lines(report: Report) -> list[str]:
+    return [
+        f"{p.strategy.upper()} on {p.gpus} x {p.card}: about {gib(p.per_gpu_bytes)} per card at batch 1"
+        + (f", up to batch {p.max_batch_per_gpu} per card" if p.max_batch_per_gpu else "")
+        + f" ({p.mode}; {p.method})."
+        for p in report.multi_gpu
+    ]

@@ -5,7 +5,28 @@ from __future__ import annotations
 from html import escape
 
 from ..report import Report
-from ._common import COST_HEADER, checkpoint_sentence, cost_rows, cost_summary, n, pass_line, pct, shape
+from ._common import (
+    COST_HEADER,
+    MEMORY_HEADER,
+    checkpoint_sentence,
+    cost_rows,
+    cost_summary,
+    fit_header,
+    fit_rows,
+    memory_rows,
+    memory_summary,
+    multi_gpu_lines,
+    n,
+    pass_line,
+    pct,
+    shape,
+)
+
+
+def _table(header, body) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(f"<td>{escape(x)}</td>" for x in r) + "</tr>" for r in body)
+    return f"<table><tr>{head}</tr>{rows}</table>"
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#1b1f24}
@@ -65,6 +86,12 @@ def render_html(report: Report) -> str:
             f"<td>{e(shape(node.output_shape))}</td><td class=num>{n(node.parameters) if node.parameters else ''}</td></tr>"
         )
     parts.append("</table>")
+    if report.memory is not None:
+        parts.append("<h2>Memory: what a CUDA card needs</h2>" + _table(MEMORY_HEADER, memory_rows(report)))
+        parts += [f"<p class=meta>{e(x)}</p>" for x in memory_summary(report)]
+    if report.cards:
+        parts.append("<h2>What fits on which card</h2>" + _table(fit_header(report), fit_rows(report)))
+    parts += [f"<p>{e(x)}</p>" for x in multi_gpu_lines(report)]
     if report.cost is not None:
         summary = cost_summary(report)
         parts.append(f"<h2>What it costs to run</h2><p>{e(summary[0])}</p><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in COST_HEADER) + "</tr>")

@@ -3,7 +3,28 @@
 from __future__ import annotations
 
 from ..report import Report
-from ._common import COST_HEADER, checkpoint_sentence, cost_rows, cost_summary, n, pass_line, pct, rows, shape
+from ._common import (
+    COST_HEADER,
+    MEMORY_HEADER,
+    checkpoint_sentence,
+    cost_rows,
+    cost_summary,
+    fit_header,
+    fit_rows,
+    memory_rows,
+    memory_summary,
+    multi_gpu_lines,
+    n,
+    pass_line,
+    pct,
+    rows,
+    shape,
+)
+
+
+def _table(header: list[str], body: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return out + ["| " + " | ".join(_esc(x) for x in r) + " |" for r in body]
 
 
 def _esc(s: str) -> str:
@@ -51,6 +72,12 @@ def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
             out.append(f"| … | ({s.layers - (max_rows or 0)} rows hidden) | | | |")
             continue
         out.append(f"| {node.index} | `{node.name}` | {node.type} | {shape(node.output_shape)} | {n(node.parameters) if node.parameters else ''} |")
+    if report.memory is not None:
+        out += ["", "## Memory: what a CUDA card needs", ""] + _table(MEMORY_HEADER, memory_rows(report)) + [""] + memory_summary(report)
+    if report.cards:
+        out += ["", "## What fits on which card", ""] + _table(fit_header(report), fit_rows(report))
+    if report.multi_gpu:
+        out += [""] + [f"- {x}" for x in multi_gpu_lines(report)]
     if report.cost is not None:
         out += ["", "## What it costs to run", ""]
         out += cost_summary(report)[:1] + [""]

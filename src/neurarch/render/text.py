@@ -8,7 +8,24 @@ from rich.console import Console
 from rich.table import Table
 
 from ..report import Report
-from ._common import COST_HEADER, checkpoint_sentence, cost_rows, cost_summary, input_line, n, pass_line, pct, rows, shape
+from ._common import (
+    COST_HEADER,
+    MEMORY_HEADER,
+    checkpoint_sentence,
+    cost_rows,
+    cost_summary,
+    fit_header,
+    fit_rows,
+    input_line,
+    memory_rows,
+    memory_summary,
+    multi_gpu_lines,
+    n,
+    pass_line,
+    pct,
+    rows,
+    shape,
+)
 
 
 def render_text(report: Report, *, max_rows: int | None = None, color: bool = False, width: int | None = None) -> str:
@@ -63,6 +80,24 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
         con.print(f"  {d.scalars:+,}: {d.cause} ({', '.join(d.tensors[:4])}{' …' if len(d.tensors) > 4 else ''})")
     for group in p.tied:
         con.print(f"tied: {' = '.join(group)}")
+    if report.memory is not None:
+        mt = Table(title="Memory: what a CUDA card needs", title_justify="left")
+        for i, h in enumerate(MEMORY_HEADER):
+            mt.add_column(h, justify="right" if 1 <= i <= 8 else "left")
+        for r in memory_rows(report):
+            mt.add_row(*r)
+        con.print(mt)
+        for line in memory_summary(report):
+            con.print(line)
+    if report.cards:
+        ft = Table(title="What fits on which card", title_justify="left")
+        for i, h in enumerate(fit_header(report)):
+            ft.add_column(h, justify="left" if i == 0 else "right")
+        for r in fit_rows(report):
+            ft.add_row(*r)
+        con.print(ft)
+    for line in multi_gpu_lines(report):
+        con.print(line)
     if report.cost is not None:
         ct = Table(title="What it costs to run", title_justify="left")
         for i, h in enumerate(COST_HEADER):
