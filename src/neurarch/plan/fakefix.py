@@ -19,11 +19,16 @@ Each entry says why it is here:
   tensor has no value.  The counter only scales the update, never a size, so
   we answer 1.  Outside the optimizer a value-dependent size is an error the
   caller sees.
+
+And one above the dispatcher, in transformers: :func:`unpacked_sequences`.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
@@ -50,6 +55,40 @@ def _grouped_mm(func, args, kwargs):
 _FIXES = {}
 if hasattr(aten, "_grouped_mm"):
     _FIXES[aten._grouped_mm.default] = _grouped_mm
+
+
+@contextlib.contextmanager
+def unpacked_sequences():
+    """Tell transformers' mask code that our batches are not packed.
+
+    In training (no cache, no attention mask) transformers looks for several
+    sequences packed into one row (masking_utils.find_packed_sequence_indices):
+    on real tensors it reads the position ids and, finding 0..n-1, answers
+    "not packed" so SDPA runs with ``is_causal`` and no mask tensor.  A fake
+    tensor has no values and counts as "tracing", so it answers "maybe packed"
+    and every layer builds a full mask tensor that the real step never makes.
+    Our batches are one sequence per row, so we give the real answer.
+    """
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if original is None:
+        yield
+        return
+
+    def find_packed_sequence_indices(position_ids):
+        if isinstance(position_ids, FakeTensor):
+            return None
+        return original(position_ids)
+
+    masking_utils.find_packed_sequence_indices = find_packed_sequence_indices
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = original
 
 
 class FakeGaps(TorchDispatchMode):

@@ -141,7 +141,8 @@ def measure_cpu(
         batch = make_batch(plan, labels, setup, real=True, seed=seed)
         optimizer = make_optimizer(trainable(model), setup)
         gc.collect()
-        baseline = storage_bytes([*model.parameters(), *model.buffers(), *quantized, *batch.values()])
+        tensors = [v for v in batch.values() if isinstance(v, torch.Tensor)]
+        baseline = storage_bytes([*model.parameters(), *model.buffers(), *quantized, *tensors])
         gc.disable()
         try:
             with torch.backends.mkldnn.flags(enabled=onednn), allocator_events() as box:
@@ -191,7 +192,8 @@ def measure_cuda(
     labels = label_specs(base, cfg, plan)
     model = prepare(base, setup).to(dev)
     quantized = quantize_4bit(model, seed) if setup.mode == "qlora" else []
-    batch = {k: v.to(dev) for k, v in make_batch(plan, labels, setup, real=True, seed=seed).items()}
+    batch = {k: v.to(dev) if isinstance(v, torch.Tensor) else v
+             for k, v in make_batch(plan, labels, setup, real=True, seed=seed).items()}
     optimizer = make_optimizer(trainable(model), setup)
     del quantized
     gc.collect()

@@ -42,7 +42,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from ..build import BuiltModel
 from ..errors import NeurarchError
 from ..inputs import InputPlan
-from .fakefix import FakeGaps
+from .fakefix import FakeGaps, unpacked_sequences
 from .overhead import cuda_round, fixed_overhead
 from .schema import MemoryBreakdown, MemoryMode, MemorySection
 from .semantics import CudaKernels
@@ -155,6 +155,27 @@ def _to_fake(model: nn.Module, mode: FakeTensorMode, device: str = "cpu") -> Non
             mod._buffers[name] = memo[id(b)]
 
 
+def _fake_attributes(model: nn.Module, mode: FakeTensorMode) -> list[torch.Tensor]:
+    """Plain tensor attributes (not parameters, not buffers) made fake too.
+
+    The builder keeps small tensors real on the CPU (model code reads their
+    values); a real tensor meeting fake ones is lifted afresh at every use,
+    which would count as a new allocation each time.  Converted once here, they
+    are weights-like state alive from the start; returned for registration.
+    """
+    out = []
+    memo: dict[int, torch.Tensor] = {}
+    for mod in model.modules():
+        for name, v in list(vars(mod).items()):
+            if isinstance(v, torch.Tensor) and not isinstance(v, (nn.Parameter, FakeTensor)):
+                if id(v) not in memo:
+                    memo[id(v)] = mode.from_tensor(v) if v.device.type != "meta" else \
+                        mode.fake_tensor_converter.from_meta_and_device(mode, v, torch.device("cpu"))
+                    out.append(memo[id(v)])
+                object.__setattr__(mod, name, memo[id(v)])
+    return out
+
+
 # --------------------------------------------------------------------------
 # Watching the loop
 # --------------------------------------------------------------------------
@@ -225,7 +246,22 @@ def _peak_of(lives: list[Life], lo: int, hi: int) -> Peak:
     return Peak(best, at, step, phase, module, breakdown)
 
 
-def _run(model: nn.Module, setup: TrainSetup, body) -> tuple[LiveTracker, _Watch]:
+def _value_tools():
+    """The tracer's value-tracking mode (neurarch.trace.fake), when this version has it.
+
+    Used only to let the input planner resolve its inputs (count the image
+    tokens a VLM needs ...) before the tracked step.  It is not active during
+    the step: it keeps references to op arguments, which would stretch the
+    lifetimes the tracker measures.
+    """
+    try:
+        from ..trace.fake import ValueMode, quiet_fake_logs
+    except ImportError:
+        return None
+    return ValueMode, quiet_fake_logs
+
+
+def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
     QLoRA's weights are quantized first, with bitsandbytes' own code on fake
@@ -234,6 +270,7 @@ def _run(model: nn.Module, setup: TrainSetup, body) -> tuple[LiveTracker, _Watch
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     _to_fake(model, mode)
     tracker = LiveTracker(model, prefix_strip=("base_model.model.",))
+    held = _fake_attributes(model, mode)
     gaps = FakeGaps()
     watch = _Watch(tracker, gaps)
     kernels = CudaKernels() if setup.device == "cuda" else contextlib.nullcontext()
@@ -242,12 +279,22 @@ def _run(model: nn.Module, setup: TrainSetup, body) -> tuple[LiveTracker, _Watch
         with warnings.catch_warnings(), mode:
             warnings.simplefilter("ignore")
             quantized = quantize_4bit(model)
+    tools = _value_tools()
+    if plan is not None and tools is not None and hasattr(plan, "resolve") and not getattr(plan, "resolved", True):
+        ValueMode, quiet_fake_logs = tools
+        quiet_fake_logs()
+        values = ValueMode(mode)
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        with warnings.catch_warnings(), mode, values, values.functions:
+            warnings.simplefilter("ignore")
+            plan.resolve(base, values)  # a probe run: not part of the tracked step
+        del values
     gc.collect()
     gc.disable()
     try:
-        with warnings.catch_warnings(), mode, gaps, kernels, tracker:
+        with warnings.catch_warnings(), unpacked_sequences(), mode, gaps, kernels, tracker:
             warnings.simplefilter("ignore")
-            for t in [*model.parameters(), *model.buffers(), *quantized]:
+            for t in [*model.parameters(), *model.buffers(), *quantized, *held]:
                 tracker.register(t, WEIGHTS)
             body(tracker, watch)
             tracker.close()
@@ -274,11 +321,12 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
     def body(tracker: LiveTracker, watch: _Watch) -> None:
         batch = make_batch(plan, labels, setup, real=False)
         for t in batch.values():
-            tracker.register(t, INPUT)
+            if isinstance(t, torch.Tensor):
+                tracker.register(t, INPUT)
         optimizer = make_optimizer(trainable(model), setup)
         train(model, batch, optimizer, setup, steps, watch, device_type="cpu")
 
-    tracker, watch = _run(model, setup, body)
+    tracker, watch = _run(model, setup, body, plan)
     lives = tracker.lives
     starts = {(step, ph): ev for ev, step, ph in watch.phase_starts}
     step_peaks = []
@@ -366,11 +414,13 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
 
     def body(tracker: LiveTracker, watch: _Watch) -> None:
         batch = make_batch(plan, [], setup, real=False)
+        batch.update(extra)  # generation's own switches win over the planner's (use_cache)
         for t in batch.values():
-            tracker.register(t, INPUT)
+            if isinstance(t, torch.Tensor):
+                tracker.register(t, INPUT)
         with torch.no_grad(), autocast_for(setup, "cpu"):
             with watch.phase(1, "prefill"):
-                out = model(**batch, **extra)
+                out = model(**batch)
             if not decoder:
                 return
             cache = _cache_of(out)
@@ -386,7 +436,7 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
                 out = model(input_ids=step_ids, **{cache_arg: cache}, **extra)
             del out
 
-    tracker, watch = _run(model, setup, body)
+    tracker, watch = _run(model, setup, body, plan)
     lives = tracker.lives
     peak = _peak_of(lives, 0, tracker.events)
     # The prefill at context_len only builds the cache; what generation needs is

@@ -412,18 +412,28 @@ def _materialise(t: TensorSpec, real: bool, gen: torch.Generator) -> torch.Tenso
     return torch.ones(t.shape, dtype=t.dtype)
 
 
-def make_batch(plan: InputPlan, labels: list[TensorSpec], setup: TrainSetup, *, real: bool, seed: int = 0) -> dict[str, torch.Tensor]:
+def make_batch(plan: InputPlan, labels: list[TensorSpec], setup: TrainSetup, *, real: bool, seed: int = 0,
+               values=None) -> dict[str, torch.Tensor]:
     """The inputs and labels: real tensors for a measurement, fake ones (call
-    under FakeTensorMode) for a simulation.  Float inputs follow the weights'
-    dtype when the model runs without autocast in a low precision."""
+    under FakeTensorMode) for a simulation.  With ``values`` (the tracer's
+    ValueMode) the planner makes small inputs with known values, as the tracer
+    does.  Float inputs follow the weights' dtype when the model runs without
+    autocast in a low precision."""
     gen = torch.Generator().manual_seed(seed)
     out: dict[str, torch.Tensor] = {}
+    if not real and values is not None and hasattr(plan, "make"):
+        out.update(plan.make(values))
+        if labels:
+            out.update(type(plan)(tensors=list(labels), main=labels[0].name, batch=plan.batch).make(values))
+    else:
+        for t in [*plan.tensors, *labels]:
+            out[t.name] = _materialise(t, real, gen)
+        out.update(getattr(plan, "kwargs", None) or {})  # the planner's non-tensor arguments
     cast = not setup.autocast and setup.compute_dtype != torch.float32 and (setup.precision == "bf16" or setup.mode == "inference")
-    for t in [*plan.tensors, *labels]:
-        x = _materialise(t, real, gen)
-        if cast and x.dtype.is_floating_point and t.name != "labels":
-            x = x.to(setup.compute_dtype)
-        out[t.name] = x
+    if cast:
+        for name, x in out.items():
+            if isinstance(x, torch.Tensor) and x.dtype.is_floating_point and name != "labels":
+                out[name] = x.to(setup.compute_dtype)
     return out
 
 
