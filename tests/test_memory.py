@@ -264,3 +264,17 @@ def test_speech_with_layerdrop_and_specaugment_defaults_matches():
     sim = simulate(built, plan, setup)
     meas = measure_cpu(_real_factory(built), built.config, plan, setup, onednn=False)
     assert _err(sim.steady.bytes, meas.step_peaks[1]) < 1e-3
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_training_without_cache_builds_no_mask(use_cache):
+    # Without a cache transformers checks the position ids for packed sequences;
+    # a fake tensor cannot be read, so it would assume packing and build a mask
+    # per layer that the real step never makes (see fakefix.unpacked_sequences).
+    built = _built(LLAMA)
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=64))
+    plan.kwargs = {"use_cache": use_cache}
+    setup = TrainSetup(mode="full", precision="fp32", device="cpu")
+    sim = simulate(built, plan, setup)
+    meas = measure_cpu(_real_factory(built), built.config, plan, setup)
+    assert abs(sim.steady.bytes - meas.step_peaks[1]) <= 64
