@@ -488,6 +488,9 @@ def estimate(
         notes.append("peak_bytes: caching-allocator rounding, cuBLAS workspaces and the CUDA context are included; allocator fragmentation is not")
         if precision.endswith("-mixed"):
             notes.append("autocast: CUDA's fp32 op list is applied to the ops models call from Python (layer_norm, softmax, exp ...); ops inside C++ composites follow CPU's")
+    if mode in ("lora", "qlora"):
+        notes.append(f"LoRA rank {lora_rank} on every linear layer but the head (CNNs: the convolutions); the head and all "
+                     "base weights frozen, as peft leaves them without modules_to_save")
     if mode == "qlora":
         notes.append("QLoRA as peft's prepare_model_for_kbit_training leaves it: non-quantized weights (embeddings, norms, head) "
                      "in fp32; that helper also turns on gradient checkpointing by default, here only with grad_checkpointing")
