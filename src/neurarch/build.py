@@ -1,7 +1,10 @@
 """Stage 2: build the real module from a source, on the meta device.
 
 No weights are read and no memory is allocated: every parameter is a meta
-tensor (shape and dtype only).  For transformers configs we build the class
+tensor (shape and dtype only).  Small *buffers* (a rotary ``inv_freq``, a
+conv's stride kept as a tensor, position ids) are built for real on the CPU
+instead (see :func:`small_on_cpu`): model code sometimes reads their values,
+and a meta buffer has none.  For transformers configs we build the class
 the config names in ``architectures[0]``; when the installed transformers does
 not have it we fall back to the class for the same task, or the model type's
 base class, and say so in the notes.
@@ -9,12 +12,15 @@ base class, and say so in the notes.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._device import DeviceContext, _device_constructors
 
 from . import limits
 from .errors import BuildError, ConfigError, LimitError
@@ -31,6 +37,86 @@ _TASK_MAPPINGS = [
     ("ForQuestionAnswering", "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES"),
     ("ForImageClassification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
 ]
+
+
+# Tensors up to this many elements are created for real during the build (4 MB in
+# float32); parameters are moved to meta the moment they are registered.
+SMALL_TENSOR = 1 << 20
+
+
+def _size_numel(args, kwargs) -> int | None:
+    size = kwargs.get("size")
+    if size is None and args:
+        size = args[0] if isinstance(args[0], (list, tuple, torch.Size)) else args
+    try:
+        return math.prod(int(d) for d in size)
+    except (TypeError, ValueError):
+        return None
+
+
+def _constructor_numel(func, args, kwargs) -> int | None:
+    """Elements a tensor constructor call will make (None: cannot tell, treat as big)."""
+    try:
+        if func in (torch.tensor, torch.as_tensor, torch.asarray, torch.scalar_tensor):
+            data = args[0] if args else kwargs.get("data")
+            return int(data.numel()) if isinstance(data, torch.Tensor) else 1
+        if func in (torch.arange, torch.range):
+            nums = [float(a) for a in args if isinstance(a, (int, float))]
+            start, end, step = (0.0, nums[0], 1.0) if len(nums) == 1 else (nums + [1.0])[:3]
+            return max(int(math.ceil((end - start) / step)), 0) + 1
+        if func in (torch.linspace, torch.logspace):
+            return int(kwargs.get("steps", args[2] if len(args) > 2 else 100))
+        if func is torch.eye:
+            n = int(args[0])
+            return n * int(args[1]) if len(args) > 1 and isinstance(args[1], int) else n * n
+        if func in (torch.full, torch.empty_strided):
+            return _size_numel(args[:1], kwargs)
+        if func is torch.randint:
+            size = kwargs.get("size") or next((a for a in args if isinstance(a, (list, tuple, torch.Size))), None)
+            return _size_numel((size,), {}) if size is not None else None
+        if func is torch.randperm:
+            return int(args[0])
+        if func in (torch.empty, torch.zeros, torch.ones, torch.rand, torch.randn, torch.empty_permuted):
+            return _size_numel(args, kwargs)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None
+
+
+class _SmallOnCpu(DeviceContext):
+    """``torch.device("meta")``, except that small new tensors are real, on the CPU."""
+
+    def __init__(self):
+        super().__init__("meta")
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _device_constructors() and kwargs.get("device") is None:
+            n = _constructor_numel(func, args, kwargs)
+            kwargs["device"] = "cpu" if n is not None and n <= SMALL_TENSOR else "meta"
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def small_on_cpu():
+    """Build context: parameters and big tensors on meta, small buffers real on the CPU."""
+    original = nn.Module.register_parameter
+
+    def register_parameter(self, name, param):
+        if param is not None and param.device.type != "meta":
+            param = nn.Parameter(param.detach().to("meta"), requires_grad=param.requires_grad)
+        return original(self, name, param)
+
+    nn.Module.register_parameter = register_parameter
+    try:
+        with _SmallOnCpu():
+            yield
+    finally:
+        nn.Module.register_parameter = original
+
+
+def _on_meta_only(model: nn.Module) -> bool:
+    return all(p.device.type == "meta" for p in model.parameters())
 
 
 @dataclass
@@ -106,6 +192,22 @@ def _pick_class(cfg, architecture: str | None, notes: list[str]):
     return cls
 
 
+def _instantiate(cls, cfg) -> nn.Module:
+    """``cls(cfg)`` with small buffers real (their values are read by some models); if the
+    class's code cannot mix CPU and meta tensors in its constructor, all on meta."""
+    try:
+        with warnings.catch_warnings(), small_on_cpu():
+            warnings.simplefilter("ignore")
+            model = cls(cfg)
+        if _on_meta_only(model):
+            return model
+    except Exception:
+        pass
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        return cls(cfg)
+
+
 def build_from_config(raw: dict, where: str, *, attn_implementation: str | None = "sdpa") -> BuiltModel:
     transformers = _transformers()
     cfg = make_config(raw, where)
@@ -119,9 +221,7 @@ def build_from_config(raw: dict, where: str, *, attn_implementation: str | None 
         except Exception:
             pass
     try:
-        with warnings.catch_warnings(), torch.device("meta"):
-            warnings.simplefilter("ignore")
-            model = cls(cfg)
+        model = _instantiate(cls, cfg)
     except (ValueError, AttributeError) as e:
         # sdpa unsupported by this class: retry with the class's default attention.
         if attn_implementation and "attn" in str(e).lower():

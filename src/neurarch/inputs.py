@@ -165,6 +165,7 @@ class InputPlan:
     how: list[str] = field(default_factory=list)
     resolved: bool = False
     alternatives: list[Alternative] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # non-tensor forward arguments (use_cache=False)
 
     def use(self, alt: Alternative) -> None:
         """Switch to an alternative layout (replaces the tensors of the same names)."""
@@ -177,8 +178,8 @@ class InputPlan:
     def main_shape(self) -> tuple[int, ...]:
         return next(t.shape for t in self.tensors if t.name == self.main)
 
-    def make(self, values=None) -> dict[str, torch.Tensor]:
-        """Materialise the inputs.
+    def make(self, values=None) -> dict[str, Any]:
+        """Materialise the inputs (and the non-tensor ``kwargs``), ready for ``model(**inputs)``.
 
         Call under FakeTensorMode.  With ``values`` (a
         :class:`neurarch.trace.fake.ValueMode`), small inputs are created real
@@ -196,6 +197,7 @@ class InputPlan:
                 out[t.name] = values.real(r)
             else:
                 out[t.name] = t.fake()
+        out.update(self.kwargs)
         return out
 
     def resolve(self, model: nn.Module, values=None) -> None:
@@ -518,28 +520,59 @@ def _pixels(ctx: _Ctx, name: str) -> list[TensorSpec]:
             grid = [[t, gh, gw]] * ctx.b if grid_name != "image_grid_hw" else [[gh, gw]] * ctx.b
             ctx.how.append(f"{ctx.b} image(s) as {n} patches of {g['dim']} values, grid {gh}x{gw}")
             return [TensorSpec(name, (ctx.b * n, g["dim"])), TensorSpec(grid_name, (ctx.b, len(grid[0])), torch.long, data=grid)]
+    if name == "pixel_values" and ({"spatial_shapes", "pixel_position_ids"} & set(ctx.params)):
+        return _patch_list(ctx, name)
     vc = ctx.vision_cfg
     c = _channels(vc)
     h, w = _image_size(ctx)
-    video = name.endswith("videos") or (
-        _find(ctx.cfg, "num_frames", "frames_per_clip") is not None and name == "pixel_values" and _video_model(ctx)
-    )
+    video = name.endswith("videos") or (name == "pixel_values" and _video_model(ctx))
     if video:
         f = _num_frames(ctx)
+        ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, c, h, w))], "one image instead of a video (the video failed)"))
         return [TensorSpec(name, (ctx.b, f, c, h, w))]
     ctx.how.append(f"{c} channels")
+    ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, 2, c, h, w))], "a pair of images, (batch, 2, C, H, W) (one image failed)"))
     return [TensorSpec(name, (ctx.b, c, h, w))]
 
 
+def _patch_list(ctx: _Ctx, name: str) -> list[TensorSpec]:
+    """Images already cut into a list of patches, with their grid positions (NaFlex-style):
+    ``(batch, patches, C*p*p)`` plus ``spatial_shapes`` ``[h, w]`` or per-patch ``[x, y]`` positions."""
+    vc = ctx.vision_cfg
+    p = _int(_get(vc, "patch_size"), 16) or 16
+    c = _channels(vc)
+    n = _int(_get(vc, "num_patches", "max_num_patches"))
+    if n:
+        gh = gw = max(int(math.isqrt(n)), 1)
+    else:
+        h, w = _image_size(ctx)
+        gh, gw = max(h // p, 1), max(w // p, 1)
+    # Grid sides a multiple of the pooling/merge window, when the tower pools patches.
+    unit = _int(_get(vc, "pooling_kernel_size", "spatial_merge_size", "merge_size"), 1) or 1
+    gh, gw = -(-gh // unit) * unit, -(-gw // unit) * unit
+    n = gh * gw
+    ctx.how.append(f"{ctx.b} image(s) as {n} patches ({gh}x{gw}) of {c}x{p}x{p} values")
+    specs = [TensorSpec(name, (ctx.b, n, c * p * p))]
+    if "spatial_shapes" in ctx.params:
+        specs.append(TensorSpec("spatial_shapes", (ctx.b, 2), torch.long, data=[[gh, gw]] * ctx.b))
+    if "pixel_position_ids" in ctx.params:
+        pos = [[x, y] for y in range(gh) for x in range(gw)]
+        specs.append(TensorSpec("pixel_position_ids", (ctx.b, n, 2), torch.long, data=[pos] * ctx.b))
+    for mask in ("pixel_attention_mask", "padding_positions"):
+        if mask in ctx.params:
+            specs.append(TensorSpec(mask, (ctx.b, n), torch.bool if mask == "padding_positions" else torch.long, fill=0 if mask == "padding_positions" else 1))
+    return specs
+
+
 def _video_model(ctx: _Ctx) -> bool:
-    """A video classifier/encoder: its first conv is 3-D, or its config names tubelets/frames."""
-    if _first_module(ctx.model, (nn.Conv3d,)) is not None:
+    """A video model: its config names frames or tubelets, or its first conv is 3-D."""
+    if _find(ctx.cfg, "num_frames", "frames_per_clip", "tubelet_size") is not None:
         return True
-    return _find(ctx.cfg, "tubelet_size") is not None
+    return _first_module(ctx.model, (nn.Conv3d,)) is not None
 
 
 def _audio_feature_size(cfg: Any) -> int | None:
-    f = _find(cfg, "num_mel_bins", "n_mels", "feature_size", "mel_bins", "num_mels", "input_feat_per_channel", "input_dim", subs=("audio_config", "encoder_config", "encoder"))
+    f = _find(cfg, "feature_projection_input_dim", "num_mel_bins", "n_mels", "feature_size", "mel_bins", "num_mels", "input_feat_per_channel", "input_dim", subs=("audio_config", "encoder_config", "encoder"))
     f = _int(f)
     ch = _int(_find(cfg, "input_channels", subs=("audio_config",)), 1) or 1
     if f and _get(cfg, "input_feat_per_channel") is not None:
@@ -565,9 +598,11 @@ def _audio_features(ctx: _Ctx, name: str) -> list[TensorSpec]:
     # inside): the other one is kept as an alternative.
     other = (ctx.b, frames, f) if channels_first else (ctx.b, f, frames)
     ctx.alternatives.append(Alternative([TensorSpec(name, other)], f"audio features laid out {'frames' if channels_first else 'bins'} first (the other layout failed)"))
+    ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, 1, frames, f))], "audio features as a one-channel image (the 3-D layouts failed)"))
     specs = [TensorSpec(name, shape)]
-    for mask in ("input_features_mask", "feature_attention_mask", "audio_mel_mask", "input_features_attention_mask"):
-        if mask in _required(ctx.params):
+    # Its frame mask, when the forward takes one (some models need it though it is optional).
+    for mask in ctx.params:
+        if mask.endswith("mask") and (mask.startswith(name) or mask in ("feature_attention_mask", "audio_mel_mask", "audio_attention_mask")):
             specs.append(TensorSpec(mask, (ctx.b, frames), torch.long, fill=1))
     return specs
 
@@ -627,8 +662,11 @@ def _time_series(ctx: _Ctx) -> list[TensorSpec]:
 
 
 def _bbox(ctx: _Ctx, seq: int) -> TensorSpec:
-    # One valid box [x0, y0, x1, y1] on the 0-1000 grid for every token.
-    return TensorSpec("bbox", (ctx.b, seq, 4), torch.long, data=[[[0, 0, 1000, 1000]] * seq] * ctx.b, text=True)
+    # One valid box [x0, y0, x1, y1] on the 0-1000 grid for every token (a quad of 4 points
+    # when the config's dim_bbox says 8).
+    n = _int(_get(ctx.cfg, "dim_bbox"), 4) or 4
+    box = [0, 0, 1000, 1000] * (n // 4)
+    return TensorSpec("bbox", (ctx.b, seq, n), torch.long, data=[[box] * seq] * ctx.b, text=True)
 
 
 # --------------------------------------------------------------------------
@@ -718,9 +756,27 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
         if runs or _sub(cfg, "vision_config") is not None or "pixel_values" in required:
             add(_tagged(_pixels(ctx, "pixel_values"), "image"))
             specs["input_ids"].runs.extend(runs)
+    # ... and the audio of a text+audio model (CLAP-like towers, audio-language models).
+    if "input_ids" in specs and main == "input_ids" and _sub(cfg, "audio_config", "speech_config") is not None:
+        audio = next((n for n in (*_AUDIO_FEATURES, *_AUDIO_VALUES) if n in params), None)
+        if audio is not None and audio not in specs:
+            seq = ctx.seq
+            add(_tagged(_audio_features(ctx, audio) if audio in _AUDIO_FEATURES else _audio_values(ctx, audio), "audio"))
+            ctx.seq = seq
+            specs["input_ids"].runs.extend(_token_runs(ctx, "audio"))
     if "input_ids" in specs and "pixel_values_videos" in required and "pixel_values_videos" not in specs:
         add(_tagged(_pixels(ctx, "pixel_values_videos"), "video"))
         specs["input_ids"].runs.extend(_token_runs(ctx, "video"))
+
+    # Layout models: a box per token (they embed 2-D positions).
+    if "bbox" in params and "input_ids" in specs and (
+        "bbox" in required or _find(cfg, "max_2d_position_embeddings", "max_2d_positions", "dim_bbox") is not None
+    ):
+        specs["bbox"] = _bbox(ctx, specs["input_ids"].shape[1])
+        # Integer boxes on the 0-1000 grid (LayoutLM); some models take them as floats in [0, 1].
+        n = specs["bbox"].shape[-1]
+        box = [0.0, 0.0, 1.0, 1.0] * (n // 4)
+        ctx.alternatives.append(Alternative([TensorSpec("bbox", specs["bbox"].shape, data=[[box] * specs["bbox"].shape[1]] * b, text=True)], "boxes as floats in [0, 1] (integer boxes failed)"))
 
     ids = specs.get("input_ids")
     if ids is not None and ids.runs:
@@ -744,6 +800,11 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
             continue
         add(_by_name(ctx, name, specs))
 
+    # A training step keeps no key/value cache (and some hybrid models cannot build one by default).
+    kwargs = {"use_cache": False} if "use_cache" in params else {}
+    if kwargs:
+        how.append("use_cache=False (a training step keeps no cache)")
+
     tensors = list(specs.values())
     for t in tensors:
         if t.numel > limits.MAX_INPUT_ELEMENTS:
@@ -751,7 +812,7 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
     if main not in specs and tensors:
         main = tensors[0].name
     seq = ctx.seq if main not in _PIXELS else None
-    return InputPlan(tensors, main=main, batch=b, seq_len=seq, image_size=ctx.image, how=how, alternatives=ctx.alternatives)
+    return InputPlan(tensors, main=main, batch=b, seq_len=seq, image_size=ctx.image, how=how, alternatives=ctx.alternatives, kwargs=kwargs)
 
 
 def _tagged(specs: list[TensorSpec], modality: str) -> list[TensorSpec]:

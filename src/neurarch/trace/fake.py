@@ -24,6 +24,7 @@ rule; shapes do not depend on the dtype).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
@@ -36,8 +37,8 @@ from torch.utils._pytree import arg_tree_leaves, tree_flatten, tree_map
 aten = torch.ops.aten
 
 # Largest tensor (elements) whose real value we keep: token ids, masks,
-# positions and grids are far smaller; a seq x seq attention mask is not kept.
-VALUE_LIMIT = 1 << 20
+# positions and grids are far smaller; a 2048 x 2048 attention mask just fits.
+VALUE_LIMIT = 1 << 22
 
 
 def new_mode() -> FakeTensorMode:
@@ -62,11 +63,14 @@ def to_fake(model: nn.Module, mode: FakeTensorMode, device: torch.device | str =
     conv = mode.fake_tensor_converter
     memo: dict[int, torch.Tensor] = {}
 
-    def fake(t: torch.Tensor) -> torch.Tensor:
+    def fake(t: torch.Tensor, keep_value: bool = False) -> torch.Tensor:
         if isinstance(t, FakeTensor):
             return t
         if t.device.type != "meta":
-            return mode.from_tensor(t)
+            f = mode.from_tensor(t)
+            if keep_value and t.numel() <= VALUE_LIMIT:
+                setattr(f, _ATTR, t)  # a real buffer (built small on the CPU): ValueMode reads it
+            return f
         return conv.from_meta_and_device(mode, t, device)
 
     for mod in model.modules():
@@ -80,17 +84,18 @@ def to_fake(model: nn.Module, mode: FakeTensorMode, device: torch.device | str =
             if b is None:
                 continue
             if id(b) not in memo:
-                memo[id(b)] = fake(b)
+                memo[id(b)] = fake(b, keep_value=True)
             mod._buffers[name] = memo[id(b)]
         for name, v in list(vars(mod).items()):
-            if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter) and v.device.type == "meta":
+            if isinstance(v, torch.Tensor) and not isinstance(v, (nn.Parameter, FakeTensor)):
                 if id(v) not in memo:
-                    memo[id(v)] = fake(v)
+                    memo[id(v)] = fake(v, keep_value=True)
                 object.__setattr__(mod, name, memo[id(v)])
 
 
 _MUTATING: dict = {}
 _ATTR = "_neurarch_value"  # the real value, kept as an attribute of the fake tensor (lives as long as it)
+_SRC = "_neurarch_source"  # (op, args, kwargs, output index) that made a small fake tensor without a value
 
 
 def _is_mutating(func) -> bool:
@@ -127,6 +132,8 @@ class ValueMode(TorchDispatchMode):
         self.fake_mode = fake_mode
         self.limit = limit
         self.functions = _TensorFromValues(self)  # enter it too: torch.tensor([t0, t1]) of fake scalars
+        self.guessed: dict[str, int] = {}  # op -> how many of its outputs were taken as random (see materialize)
+        self._gen = torch.Generator().manual_seed(0)
 
     # -- values ---------------------------------------------------------
     def real(self, t: torch.Tensor) -> torch.Tensor:
@@ -142,19 +149,97 @@ class ValueMode(TorchDispatchMode):
             return t  # a real constant is its own value
         return None
 
-    def _have_values(self, args, kwargs) -> bool:
-        """Whether every tensor argument has a (small enough) value."""
+    def materialize(self, t, depth: int = 0) -> torch.Tensor | None:
+        """A value for ``t`` even when it depends on the weights.
+
+        Data-dependent code whose values come from the weights (MoE routing:
+        how many tokens each expert gets; a predicted duration) cannot be
+        known without weights.  We recompute ``t`` from the op that made it,
+        recursively; an op that reads a weight (or a big activation, or any
+        tensor we know nothing about) gives random noise (fixed seed) instead:
+        routing then spreads tokens over experts as random logits would, and
+        everything computed from that noise by cheap ops is exact.  Weights
+        and big tensors are never materialised.  ``guessed`` counts the ops
+        whose outputs were taken as noise.
+        """
+        v = self.value(t)
+        if v is not None or not isinstance(t, FakeTensor) or t.numel() > self.limit:
+            return v
+        src = getattr(t, _SRC, None)
+        r = self._recompute(t, src, depth) if src is not None and depth < 48 else None
+        if r is None:
+            r = self._noise(t)
+            name = str(src[0]) if src is not None else "input"
+            self.guessed[name] = self.guessed.get(name, 0) + 1
+        setattr(t, _ATTR, r)
+        return r
+
+    def _recompute(self, t, src, depth: int) -> torch.Tensor | None:
+        """``t`` from its op, when every input has (or can be given) a value; else None."""
+        func, args, kwargs, index = src
+        ok = True
+
+        def sub(x):
+            nonlocal ok
+            if not ok or not isinstance(x, torch.Tensor):
+                return x
+            v = self.value(x)
+            if v is None and isinstance(x, FakeTensor) and hasattr(x, _SRC) and x.numel() <= self.limit:
+                v = self.materialize(x, depth + 1)
+            ok = v is not None
+            return v
+
+        real = tree_map(sub, (args, kwargs))
+        if not ok:
+            return None
+        try:
+            with _disable_current_modes():
+                out = func(*real[0], **real[1])
+        except Exception:
+            return None
+        r = tree_flatten(out)[0][index]
+        return r if isinstance(r, torch.Tensor) and tuple(r.shape) == tuple(t.shape) else None
+
+    def _noise(self, t: torch.Tensor) -> torch.Tensor:
+        with _disable_current_modes():
+            if t.dtype.is_floating_point:
+                return torch.randn(t.shape, generator=self._gen).to(t.dtype)
+            if t.dtype == torch.bool:
+                return torch.randint(0, 2, t.shape, generator=self._gen).bool()
+            return torch.zeros(t.shape, dtype=t.dtype)  # ints index things: 0 is always in range
+
+    def _note_source(self, func, args, kwargs, out) -> None:
+        for i, o in enumerate(tree_flatten(out)[0]):
+            if isinstance(o, FakeTensor) and o.numel() <= self.limit and not hasattr(o, _ATTR):
+                setattr(o, _SRC, (func, args, kwargs, i))
+
+    def _have_values(self, args, kwargs, view: bool = False) -> bool:
+        """Whether every tensor argument has a value (small enough, unless ``view``: a view costs nothing)."""
         for x in arg_tree_leaves(*args, **kwargs):
             if isinstance(x, torch.Tensor):
                 v = self.value(x)
-                if v is None or v.numel() > self.limit:
+                if v is None or (v.numel() > self.limit and not view):
                     return False
         return True
 
-    def _run_real(self, func, args, kwargs):
-        if not self._have_values(args, kwargs):
-            return None
-        real = tree_map(lambda x: self.value(x) if isinstance(x, torch.Tensor) else x, (args, kwargs))
+    def _run_real(self, func, args, kwargs, guess: bool = False):
+        """Run ``func`` on the inputs' values (materialised when ``guess``); None if some have none."""
+        if guess:
+            missing = False
+
+            def get(x):
+                nonlocal missing
+                v = self.materialize(x)
+                missing = missing or v is None
+                return v
+
+            real = tree_map(lambda x: get(x) if isinstance(x, torch.Tensor) else x, (args, kwargs))
+            if missing:
+                return None
+        else:
+            if not self._have_values(args, kwargs, view=getattr(func, "is_view", False)):
+                return None
+            real = tree_map(lambda x: self.value(x) if isinstance(x, torch.Tensor) else x, (args, kwargs))
         try:
             with _disable_current_modes():
                 return func(*real[0], **real[1])
@@ -189,11 +274,17 @@ class ValueMode(TorchDispatchMode):
         new, changed = [], False
         for ix in indices:
             if isinstance(ix, torch.Tensor) and ix.dtype == torch.bool:
-                v = self.value(ix)
+                v = self.materialize(ix)
                 if v is not None:
-                    with _disable_current_modes():
-                        positions = v.nonzero().unbind(1)
-                    new.extend(self._to_fake(p) for p in positions)
+                    if v.numel() <= self.limit:
+                        with _disable_current_modes():
+                            positions = v.nonzero().unbind(1)
+                        new.extend(self._to_fake(p) for p in positions)
+                    else:
+                        # A big mask (an expanded view): only the count matters for the shapes.
+                        with _disable_current_modes():
+                            count = int(v.sum())
+                        new.extend(torch.empty(count, dtype=torch.long, device=ix.device) for _ in range(v.dim()))
                     changed = True
                     continue
             new.append(ix)
@@ -211,7 +302,7 @@ class ValueMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is _LOCAL_SCALAR:
-            v = self.value(args[0])
+            v = self.materialize(args[0])
             if v is not None:
                 with _disable_current_modes():
                     return v.item()
@@ -224,22 +315,27 @@ class ValueMode(TorchDispatchMode):
             out = func(*args, **kwargs)
         except DynamicOutputShapeException:
             # nonzero, unique, masked_select...: the output's size is its inputs' values.
-            real = self._run_real(func, args, kwargs)
+            real = self._run_real(func, args, kwargs, guess=True)
             if real is None:
                 raise
             return self._to_fake(real)
         real = None
-        if self._have_values(args, kwargs):
+        view = getattr(func, "is_view", False)  # expand/unsqueeze/slice of a known value: free, whatever its size
+        if self._have_values(args, kwargs, view=view):
             flat_out, _ = tree_flatten(out)
-            if all(not isinstance(o, torch.Tensor) or o.numel() <= self.limit for o in flat_out):
+            if view or all(not isinstance(o, torch.Tensor) or o.numel() <= self.limit for o in flat_out):
                 real = self._run_real(func, args, kwargs)
         if real is not None:
             self._remember(out, real)
         elif _is_mutating(func):
             # The op changed a tensor whose value we could not follow: forget it.
             for x in arg_tree_leaves(*args, **kwargs):
-                if isinstance(x, FakeTensor) and hasattr(x, _ATTR):
-                    delattr(x, _ATTR)
+                if isinstance(x, FakeTensor):
+                    for attr in (_ATTR, _SRC):
+                        if hasattr(x, attr):
+                            delattr(x, attr)
+        else:
+            self._note_source(func, args, kwargs, out)
         return out
 
 
@@ -247,8 +343,8 @@ _FROM_DATA = {torch.tensor, torch.as_tensor, torch.Tensor.new_tensor}
 
 
 class _TensorFromValues(TorchFunctionMode):
-    """``torch.tensor([a, b])`` of fake 0-d tensors reads their data in C++, which fake
-    tensors do not have: hand it their known values instead."""
+    """Python-level calls that read a fake tensor's data: ``torch.tensor([a, b])`` of fake
+    0-d tensors (read in C++) and ``f"{t}"``; hand them the known values instead."""
 
     def __init__(self, values: ValueMode):
         super().__init__()
@@ -256,7 +352,7 @@ class _TensorFromValues(TorchFunctionMode):
 
     def _concrete(self, data):
         if isinstance(data, FakeTensor) and data.dim() == 0:
-            v = self.values.value(data)
+            v = self.values.materialize(data)
             if v is not None:
                 with _disable_current_modes():
                     return v.item()
@@ -265,10 +361,70 @@ class _TensorFromValues(TorchFunctionMode):
             return type(data)(self._concrete(x) for x in data)
         return data
 
+    def _deepcopy(self, t: FakeTensor, memo: dict) -> torch.Tensor:
+        """``copy.deepcopy`` of a fake tensor (a cache copied per loop): torch's own
+        deepcopy swaps storages, which a fake tensor's meta storage refuses."""
+        if id(t) in memo:
+            return memo[id(t)]
+        with torch.no_grad():
+            new = t.clone()
+        if t.is_leaf and t.requires_grad:
+            new.requires_grad_(True)
+        v = self.values.value(t)
+        if v is not None:
+            with _disable_current_modes():
+                setattr(new, _ATTR, v.clone())
+        memo[id(t)] = new
+        return new
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.Tensor.__format__ and isinstance(args[0], FakeTensor) and args[0].dim() == 0:
+            # f"expert_{idx}" of a 0-d tensor: a real tensor formats its value
+            v = self.values.materialize(args[0])
+            if v is not None:
+                with _disable_current_modes():
+                    return v.item().__format__(*args[1:])
+        if func is torch.Tensor.__deepcopy__ and type(args[0]) is FakeTensor:
+            return self._deepcopy(args[0], args[1] if len(args) > 1 else {})
         if func in _FROM_DATA:
             i = 1 if func is torch.Tensor.new_tensor else 0
             if len(args) > i and isinstance(args[i], (list, tuple)):
                 args = (*args[:i], self._concrete(args[i]), *args[i + 1 :])
         return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def convertible_modules():
+    """Let model code call ``module.to(dtype)`` on fake parameters.
+
+    ``Module._apply`` swaps a fake parameter in place, which torch refuses
+    while the fake-tensor machinery holds weak references to it.  Inside this
+    context a refused swap falls back to what ``_apply`` does for ordinary
+    tensors: an unchanged parameter stays, a converted one is replaced.
+    """
+    original = nn.Module._apply
+
+    def _apply(self, fn, recurse=True):
+        try:
+            return original(self, fn, recurse)
+        except RuntimeError as e:
+            if "Couldn't swap" not in str(e):
+                raise
+        for key, param in self._parameters.items():
+            if param is None:
+                continue
+            with torch.no_grad():
+                applied = fn(param)
+            if applied is not param:
+                self._parameters[key] = nn.Parameter(applied, requires_grad=param.requires_grad)
+        for key, buf in self._buffers.items():
+            if buf is not None:
+                self._buffers[key] = fn(buf)
+        return self
+
+    nn.Module._apply = _apply
+    try:
+        yield
+    finally:
+        nn.Module._apply = original

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..inputs import InputPlan
-from .fake import ValueMode, new_mode, quiet_fake_logs, to_fake
+from .fake import ValueMode, convertible_modules, new_mode, quiet_fake_logs, to_fake
 from .recorder import FunctionalOps, Recorder, first_tensor
 
 
@@ -73,7 +73,7 @@ def _forward(model: nn.Module, plan: InputPlan, mode, values, backward: bool, t0
     rec = Recorder(model)
     out = None
     try:
-        with warnings.catch_warnings(), mode, values, values.functions, FunctionalOps(rec):
+        with warnings.catch_warnings(), convertible_modules(), mode, values, values.functions, FunctionalOps(rec):
             warnings.simplefilter("ignore")
             inputs = plan.make(values)
             with torch.set_grad_enabled(backward):
