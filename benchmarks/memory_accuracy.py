@@ -174,7 +174,7 @@ def memtracker(name, raw, opts, mode, prec):
                 batch = make_batch(plan, labels, setup, real=False)
                 opt = make_optimizer(trainable(model), setup)
                 mt = MemTracker()
-                mt.track_external(model, opt, *batch.values())
+                mt.track_external(model, opt, *[v for v in batch.values() if isinstance(v, torch.Tensor)])
                 with mt:
                     for _ in range(2):  # MemTracker needs a reset between iterations
                         train(model, batch, opt, setup, 1, Observer())
