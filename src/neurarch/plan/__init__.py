@@ -10,12 +10,12 @@
 See ``docs/accuracy.md`` for the measured error.
 """
 
-from .measure import Measurement, measure, measure_cpu, measure_cuda, real_factory
+from .measure import Measurement, measure_cpu, measure_cuda, measure_model, real_factory
 from .memory import Simulation, estimate, max_batch, memory_section, simulate, simulate_inference, with_batch
 from .schema import MemoryBreakdown, MemoryMode, MemorySection
 from .step import PlanOptionError, TrainSetup
 
 __all__ = [
-    "estimate", "memory_section", "simulate", "simulate_inference", "max_batch", "with_batch", "measure", "measure_cpu", "measure_cuda", "real_factory",
+    "estimate", "memory_section", "simulate", "simulate_inference", "max_batch", "with_batch", "measure_model", "measure_cpu", "measure_cuda", "real_factory",
     "Simulation", "Measurement", "MemoryBreakdown", "MemoryMode", "MemorySection", "TrainSetup", "PlanOptionError",
 ]

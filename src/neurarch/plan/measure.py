@@ -241,7 +241,7 @@ def real_factory(built, source=None) -> Callable[[], nn.Module]:
     raise PlanOptionError(f"{built.model_class}: no config or factory to build real weights from")
 
 
-def measure(built, plan: InputPlan, setup: TrainSetup, *, device: str = "cpu", source=None, steps: int = 2) -> Measurement:
+def measure_model(built, plan: InputPlan, setup: TrainSetup, *, device: str = "cpu", source=None, steps: int = 2) -> Measurement:
     """``measure MODEL --device cpu|cuda``: real random weights, ``steps`` real training steps."""
     make = real_factory(built, source)
     if device == "cuda":
