@@ -1,6 +1,7 @@
 """Speed and memory of the core trace (issue targets, measured, not tested).
 
     python benchmarks/speed.py            # prints a Markdown table
+    python benchmarks/speed.py --plan     # also the memory plan (minutes)
 
 Targets (2-core CPU): a full trace (forward + backward) of Llama-3.1-70B's
 config at batch 1, seq 4096 in <= 10 s with <= 1.5 GB peak RSS; import +
@@ -17,6 +18,11 @@ import subprocess
 import sys
 import time
 
+PLAN_CASES = {
+    "--plan microsoft/resnet-50 (all modes, all cards)": "microsoft/resnet-50 --plan",
+    "--plan Llama-3.2-1B, seq 2048 (all modes, all cards)": "meta-llama/Llama-3.2-1B-Instruct --plan",
+}
+
 CASES = {
     "import + microsoft/resnet-50": "microsoft/resnet-50",
     "Llama-3.1-70B, batch 1, seq 4096": "meta-llama/Llama-3.1-70B-Instruct --seq-len 4096",
@@ -31,7 +37,8 @@ from neurarch.inputs import InputOptions
 t_import = time.perf_counter() - t0
 args = sys.argv[1].split()
 seq = int(args[args.index("--seq-len") + 1]) if "--seq-len" in args else None
-r = analyze(args[0], Options(inputs=InputOptions(seq_len=seq)))
+from neurarch.pipeline import PlanOptions
+r = analyze(args[0], Options(inputs=InputOptions(seq_len=seq), plan=PlanOptions() if "--plan" in args else None))
 total = time.perf_counter() - t0
 assert r.forward_pass.ok and r.backward_pass.ok
 print(json.dumps({"import_s": t_import, "total_s": total, "forward_s": r.forward_pass.seconds,
@@ -51,6 +58,7 @@ def run(spec: str, repeats: int = 3) -> dict:
 
 
 def main() -> None:
+    with_plan = "--plan" in sys.argv[1:]
     import torch
     import transformers
 
@@ -59,8 +67,9 @@ def main() -> None:
     print("best of 3 fresh processes\n")
     print("| case | total s | import s | forward s | backward s | peak RSS MB | rows |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, spec in CASES.items():
-        r = run(spec)
+    cases = {**CASES, **(PLAN_CASES if with_plan else {})}
+    for name, spec in cases.items():
+        r = run(spec, repeats=1 if "--plan" in spec else 3)
         print(f"| {name} | {r['total_s']:.2f} | {r['import_s']:.2f} | {r['forward_s']:.2f} | {r['backward_s']:.2f} | {r['rss_mb']:.0f} | {r['layers']} |")
 
 
