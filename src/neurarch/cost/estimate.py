@@ -22,11 +22,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-import torch
 from torch import nn
 
 from ..cards import Card
 from ..inputs import InputOptions, InputPlan, plan_inputs
+from ..trace.run import _loss
 from .counter import OpCounter, OpRecord
 from .schema import CostAssumptions, CostCard, CostHeadline, CostSection
 
@@ -68,18 +68,6 @@ class StepWork:
         return sum(f for f, _, _, _ in self.at(batch))
 
 
-def _floating(obj, out):
-    if isinstance(obj, torch.Tensor):
-        if obj.dtype.is_floating_point and obj.requires_grad:
-            out.append(obj)
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            _floating(v, out)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            _floating(v, out)
-
-
 def _count(model: nn.Module, plan: InputPlan, float_bytes: int) -> OpCounter:
     params = list(model.parameters())
     mode = getattr(params[0], "fake_mode", None) if params else None
@@ -89,11 +77,8 @@ def _count(model: nn.Module, plan: InputPlan, float_bytes: int) -> OpCounter:
     with mode:
         inputs = plan.make()
         with counter:
-            out = model(**inputs)
-            ts: list[torch.Tensor] = []
-            _floating(out, ts)
-            if ts:
-                loss = sum(t.float().sum() for t in ts)
+            loss = _loss(model(**inputs))  # the trace's loss: every floating output, summed
+            if loss is not None:
                 counter.phase = "backward"
                 loss.backward()
     for p in model.parameters():
