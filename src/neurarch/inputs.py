@@ -293,13 +293,18 @@ def _sub(cfg: Any, *names: str):
 
 
 def _find(cfg: Any, *names: str, subs: tuple[str, ...] = _SUBCONFIGS, default=None):
-    """The first of ``names`` set on the config, else on its sub-configs (in ``subs`` order)."""
+    """The first of ``names`` set on the config, else on its sub-configs (``subs`` first, then any other)."""
     v = _get(cfg, *names)
     if v is not None:
         return v
     for s in subs:
         sc = _sub(cfg, s)
         if sc is not None:
+            v = _get(sc, *names)
+            if v is not None:
+                return v
+    for sc in vars(cfg).values():  # then any other sub-config (asr_config, speech_config, ...)
+        if hasattr(sc, "to_dict") and sc is not cfg:
             v = _get(sc, *names)
             if v is not None:
                 return v
@@ -476,8 +481,15 @@ def _image_size(ctx: _Ctx) -> tuple[int, int]:
     except (TypeError, ValueError):
         hw = None
     if hw is None or min(hw) <= 0:
-        ctx.how.append(f"image {DEFAULT_IMAGE_SIZE}x{DEFAULT_IMAGE_SIZE}: neurarch's default (the config gives no image_size)")
-        hw = (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
+        side = DEFAULT_IMAGE_SIZE
+        # At least one patch, at every scale the model looks at the image (DepthPro: 384 px patches at 1/4 scale).
+        p = _int(_get(vc, "patch_size"))
+        ratios = _get(vc, "scaled_images_ratios")
+        if p and p > 1:
+            low = min(ratios) if isinstance(ratios, (list, tuple)) and ratios and min(ratios) > 0 else 1
+            side = max(side, int(math.ceil(p / low)))
+        ctx.how.append(f"image {side}x{side}: neurarch's default (the config gives no image_size)")
+        hw = (side, side)
     else:
         ctx.how.append(f"image {hw[0]}x{hw[1]} from the config")
     ctx.image = hw
@@ -499,7 +511,7 @@ def _patch_grid(ctx: _Ctx) -> dict | None:
     p = _int(_get(vc, "patch_size", "spatial_patch_size"))
     if not p:
         return None
-    t = _int(_get(vc, "temporal_patch_size"), 1) or 1
+    t = _int(_get(vc, "temporal_patch_size", "patch_temporal"), 1) or 1
     merge = _int(_get(vc, "spatial_merge_size", "merge_size", "downsample_ratio"), 1) or 1
     c = _channels(vc)
     h, w = _image_size(ctx)
@@ -572,12 +584,14 @@ def _video_model(ctx: _Ctx) -> bool:
 
 
 def _audio_feature_size(cfg: Any) -> int | None:
-    f = _find(cfg, "feature_projection_input_dim", "num_mel_bins", "n_mels", "feature_size", "mel_bins", "num_mels", "input_feat_per_channel", "input_dim", subs=("audio_config", "encoder_config", "encoder"))
+    f = _find(cfg, "feature_projection_input_dim", "input_feat_size", "num_mel_bins", "n_mels", "feature_size", "mel_bins", "num_mels", "input_feat_per_channel", "input_dim", subs=("audio_config", "encoder_config", "encoder"))
     f = _int(f)
     ch = _int(_find(cfg, "input_channels", subs=("audio_config",)), 1) or 1
     if f and _get(cfg, "input_feat_per_channel") is not None:
         f *= ch
-    return f
+    # Frames stacked into one feature vector (low-frame-rate front ends).
+    stack = _int(_find(cfg, "num_stacked_frames", "stack_frames", "lfr_m", subs=("audio_config", "encoder_config")), 1) or 1
+    return f * stack if f else f
 
 
 def _audio_features(ctx: _Ctx, name: str) -> list[TensorSpec]:
@@ -603,8 +617,18 @@ def _audio_features(ctx: _Ctx, name: str) -> list[TensorSpec]:
     # Its frame mask, when the forward takes one (some models need it though it is optional).
     for mask in ctx.params:
         if mask.endswith("mask") and (mask.startswith(name) or mask in ("feature_attention_mask", "audio_mel_mask", "audio_attention_mask")):
-            specs.append(TensorSpec(mask, (ctx.b, frames), torch.long, fill=1))
+            specs.append(_mask(ctx, mask, (ctx.b, frames)))
     return specs
+
+
+def _mask(ctx: _Ctx, name: str, shape: tuple[int, ...]) -> TensorSpec:
+    """A mask that keeps everything: ones, or all-False when the forward annotates a BoolTensor
+    (those mark padding: Gemma-3n's ``audio_mel_mask``)."""
+    p = ctx.params.get(name)
+    ann = str(p.annotation) if p is not None else ""
+    if "BoolTensor" in ann or "torch.bool" in ann:
+        return TensorSpec(name, shape, torch.bool, fill=0)
+    return TensorSpec(name, shape, torch.long, fill=1)
 
 
 def _audio_values(ctx: _Ctx, name: str) -> list[TensorSpec]:
@@ -753,7 +777,7 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
     # 3. The image of a vision-language model (and its tokens in the text).
     if "input_ids" in specs and main == "input_ids" and "pixel_values" in params and "pixel_values" not in specs:
         runs = _token_runs(ctx, "image")
-        if runs or _sub(cfg, "vision_config") is not None or "pixel_values" in required:
+        if runs or _sub(cfg, "vision_config") is not None or "pixel_values" in required or _get(cfg, "image_size") is not None:
             add(_tagged(_pixels(ctx, "pixel_values"), "image"))
             specs["input_ids"].runs.extend(runs)
     # ... and the audio of a text+audio model (CLAP-like towers, audio-language models).
@@ -767,6 +791,11 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
     if "input_ids" in specs and "pixel_values_videos" in required and "pixel_values_videos" not in specs:
         add(_tagged(_pixels(ctx, "pixel_values_videos"), "video"))
         specs["input_ids"].runs.extend(_token_runs(ctx, "video"))
+
+    # Language adapters (X-MOD): the first of the config's languages.
+    if "lang_ids" in params and _get(cfg, "languages"):
+        specs["lang_ids"] = TensorSpec("lang_ids", (b,), torch.long, fill=0)
+        how.append(f"language {list(cfg.languages)[0]!r} (lang_ids 0)")
 
     # Layout models: a box per token (they embed 2-D positions).
     if "bbox" in params and "input_ids" in specs and (
@@ -793,6 +822,11 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
             dec_seq = min(dec_seq, cap)
         specs["decoder_input_ids"] = TensorSpec("decoder_input_ids", (b, dec_seq), torch.long, _vocab(dec_cfg), avoid=special_ids(cfg))
         how.append(f"decoder_input_ids of {dec_seq} tokens")
+        codebooks = _int(_get(dec_cfg, "num_channels", "num_codebooks"))
+        if codebooks and codebooks > 1:  # audio decoders: one token per codebook per step
+            ctx.alternatives.append(
+                Alternative([TensorSpec("decoder_input_ids", (b, dec_seq, codebooks), torch.long, _vocab(dec_cfg), avoid=special_ids(cfg))], f"decoder tokens for {codebooks} codebooks per step")
+            )
 
     # 5. Whatever else the forward requires, by name.
     for name in params:
