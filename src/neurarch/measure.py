@@ -72,7 +72,7 @@ def _ram_bytes() -> int:
 def run(spec: str, *, inputs: InputOptions, mode: str = "full", precision: str = "bf16-mixed", optimizer: str = "adamw",
         lora_rank: int = 16, grad_checkpointing: bool = False, device: str = "cpu", steps: int = 2,
         trust_remote_code: bool = False) -> MeasureResult:
-    from .plan.measure import measure
+    from .plan.measure import measure_model
     from .plan.memory import simulate
     from .plan.step import TrainSetup
 
@@ -97,7 +97,7 @@ def run(spec: str, *, inputs: InputOptions, mode: str = "full", precision: str =
 
     with warnings.catch_warnings(), _quiet_stderr() if device == "cpu" else contextlib.nullcontext():
         warnings.simplefilter("ignore")
-        m = measure(built, plan, setup, device=device, source=source, steps=steps)
+        m = measure_model(built, plan, setup, device=device, source=source, steps=steps)
     if device == "cuda":
         method = "torch.cuda.max_memory_allocated per step (allocator-rounded tensor bytes; the CUDA context is not counted)"
     else:
