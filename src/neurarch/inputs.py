@@ -416,6 +416,11 @@ class _Ctx:
     seq: int | None = None
     image: tuple[int, int] | None = None
     alternatives: list = field(default_factory=list)
+    specs: dict[str, TensorSpec] = field(default_factory=dict)  # the plan so far, by forward argument
+
+    def add(self, specs: list[TensorSpec]) -> None:
+        for t in specs:
+            self.specs.setdefault(t.name, t)
 
     @property
     def text_cfg(self):
@@ -723,7 +728,7 @@ def _token_runs(ctx: _Ctx, modality: str) -> list[TokenRun]:
 
 
 def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: tuple[int, ...] | None = None) -> InputPlan:
-    """Decide the forward inputs for a model."""
+    """Decide the forward inputs for a model (see the module docstring for the rules)."""
     opts.validate()
     b = opts.batch
     how: list[str] = [f"batch {b}" + (" from --batch" if b != 1 else "")]
@@ -740,113 +745,118 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
         return InputPlan([TensorSpec(name, (b, *shape))], main=name, batch=b, how=how)
 
     ctx = _Ctx(model, cfg, opts, params, b, how)
-    main = _main_name(model, params)
-    required = set(_required(params))
-    specs: dict[str, TensorSpec] = {}
-
-    def add(ts: list[TensorSpec]) -> None:
-        for t in ts:
-            specs.setdefault(t.name, t)
-
-    # 1. The main input.
-    if main in _PIXELS:
-        add(_pixels(ctx, main))
-    elif main in _AUDIO_FEATURES:
-        add(_audio_features(ctx, main))
-    elif main in _AUDIO_VALUES:
-        add(_audio_values(ctx, main))
-    elif main == "past_values":
-        add(_time_series(ctx))
-    elif main == "hidden_states" and ({"grid_thw", "image_grid_thw"} & set(params)):
-        g = _patch_grid(ctx)
-        if g:
-            t, gh, gw = g["grid"]
-            add([TensorSpec("hidden_states", (b * t * gh * gw, g["dim"]))])
-            how.append(f"{b} image(s) as {t * gh * gw} patches of {g['dim']} values, grid {gh}x{gw}")
-    elif main in ("input_ids", "inputs_embeds") or main.endswith("input_ids"):
-        pass  # text is added below
-    if main in ("input_ids",) or ("input_ids" in params and main not in specs):
-        main = "input_ids" if main not in specs else main
-
-    # 2. Text.
-    takes_text = "input_ids" in params and (main == "input_ids" or "input_ids" in required or _sub(cfg, "text_config") is not None or _token_runs(ctx, "image"))
-    if takes_text and "input_ids" not in specs:
-        t = _tokens(ctx, "input_ids")
-        specs["input_ids"] = t
-
-    # 3. The image of a vision-language model (and its tokens in the text).
-    if "input_ids" in specs and main == "input_ids" and "pixel_values" in params and "pixel_values" not in specs:
-        runs = _token_runs(ctx, "image")
-        if runs or _sub(cfg, "vision_config") is not None or "pixel_values" in required or _get(cfg, "image_size") is not None:
-            add(_tagged(_pixels(ctx, "pixel_values"), "image"))
-            specs["input_ids"].runs.extend(runs)
-    # ... and the audio of a text+audio model (CLAP-like towers, audio-language models).
-    if "input_ids" in specs and main == "input_ids" and _sub(cfg, "audio_config", "speech_config") is not None:
-        audio = next((n for n in (*_AUDIO_FEATURES, *_AUDIO_VALUES) if n in params), None)
-        if audio is not None and audio not in specs:
-            seq = ctx.seq
-            add(_tagged(_audio_features(ctx, audio) if audio in _AUDIO_FEATURES else _audio_values(ctx, audio), "audio"))
-            ctx.seq = seq
-            specs["input_ids"].runs.extend(_token_runs(ctx, "audio"))
-    if "input_ids" in specs and "pixel_values_videos" in required and "pixel_values_videos" not in specs:
-        add(_tagged(_pixels(ctx, "pixel_values_videos"), "video"))
-        specs["input_ids"].runs.extend(_token_runs(ctx, "video"))
-
-    # Language adapters (X-MOD): the first of the config's languages.
-    if "lang_ids" in params and _get(cfg, "languages"):
-        specs["lang_ids"] = TensorSpec("lang_ids", (b,), torch.long, fill=0)
-        how.append(f"language {list(cfg.languages)[0]!r} (lang_ids 0)")
-
-    # Layout models: a box per token (they embed 2-D positions).
-    if "bbox" in params and "input_ids" in specs and (
-        "bbox" in required or _find(cfg, "max_2d_position_embeddings", "max_2d_positions", "dim_bbox") is not None
-    ):
-        specs["bbox"] = _bbox(ctx, specs["input_ids"].shape[1])
-        # Integer boxes on the 0-1000 grid (LayoutLM); some models take them as floats in [0, 1].
-        n = specs["bbox"].shape[-1]
-        box = [0.0, 0.0, 1.0, 1.0] * (n // 4)
-        ctx.alternatives.append(Alternative([TensorSpec("bbox", specs["bbox"].shape, data=[[box] * specs["bbox"].shape[1]] * b, text=True)], "boxes as floats in [0, 1] (integer boxes failed)"))
-
-    ids = specs.get("input_ids")
-    if ids is not None and ids.runs:
-        for name in ("mm_token_type_ids",):
-            if name in params:
-                specs[name] = TensorSpec(name, ids.shape, torch.long, runs=ids.runs, text=True, run_codes=True)
-
-    # 4. Encoder-decoder: decoder tokens.
-    if "decoder_input_ids" in params and (getattr(cfg, "is_encoder_decoder", False) or "decoder_input_ids" in required):
-        dec_cfg = _sub(cfg, "decoder", "decoder_config", "text_config") or cfg
-        dec_seq = _text_seq(ctx, dec_cfg, decoder=True) if main != "input_ids" else (ctx.seq or _text_seq(ctx))
-        cap = _max_positions(dec_cfg) or _int(_get(cfg, "max_target_positions"))
-        if cap is not None:
-            dec_seq = min(dec_seq, cap)
-        specs["decoder_input_ids"] = TensorSpec("decoder_input_ids", (b, dec_seq), torch.long, _vocab(dec_cfg), avoid=special_ids(cfg))
-        how.append(f"decoder_input_ids of {dec_seq} tokens")
-        codebooks = _int(_get(dec_cfg, "num_channels", "num_codebooks"))
-        if codebooks and codebooks > 1:  # audio decoders: one token per codebook per step
-            ctx.alternatives.append(
-                Alternative([TensorSpec("decoder_input_ids", (b, dec_seq, codebooks), torch.long, _vocab(dec_cfg), avoid=special_ids(cfg))], f"decoder tokens for {codebooks} codebooks per step")
-            )
-
-    # 5. Whatever else the forward requires, by name.
-    for name in params:
-        if name in specs or name in ("self",) or (name not in required):
-            continue
-        add(_by_name(ctx, name, specs))
+    main = _add_main(ctx, _main_name(model, params))
+    _add_text(ctx, main)
+    if main == "input_ids":
+        _add_media(ctx)
+    _add_extras(ctx)
+    _add_decoder(ctx, main)
+    for name in _required(params):  # whatever else the forward requires, by name
+        if name not in ctx.specs:
+            ctx.add(_by_name(ctx, name, ctx.specs))
 
     # A training step keeps no key/value cache (and some hybrid models cannot build one by default).
     kwargs = {"use_cache": False} if "use_cache" in params else {}
     if kwargs:
         how.append("use_cache=False (a training step keeps no cache)")
 
-    tensors = list(specs.values())
+    tensors = list(ctx.specs.values())
     for t in tensors:
         if t.numel > limits.MAX_INPUT_ELEMENTS:
             raise InputError(f"input {t.name} {t.shape} is beyond neurarch's limit of {limits.MAX_INPUT_ELEMENTS:,} elements")
-    if main not in specs and tensors:
+    if main not in ctx.specs and tensors:
         main = tensors[0].name
     seq = ctx.seq if main not in _PIXELS else None
     return InputPlan(tensors, main=main, batch=b, seq_len=seq, image_size=ctx.image, how=how, alternatives=ctx.alternatives, kwargs=kwargs)
+
+
+def _add_main(ctx: _Ctx, main: str) -> str:
+    """1. The main input; returns its name (``input_ids`` when the model is fed text)."""
+    if main in _PIXELS:
+        ctx.add(_pixels(ctx, main))
+    elif main in _AUDIO_FEATURES:
+        ctx.add(_audio_features(ctx, main))
+    elif main in _AUDIO_VALUES:
+        ctx.add(_audio_values(ctx, main))
+    elif main == "past_values":
+        ctx.add(_time_series(ctx))
+    elif main == "hidden_states" and ({"grid_thw", "image_grid_thw"} & set(ctx.params)):
+        ctx.add(_by_name(ctx, "hidden_states", ctx.specs))  # a Qwen-style vision tower fed patches
+    if main not in ctx.specs and "input_ids" in ctx.params:
+        main = "input_ids"
+    return main
+
+
+def _add_text(ctx: _Ctx, main: str) -> None:
+    """2. Token ids, when the model is fed text or needs it beside its main input."""
+    p, cfg = ctx.params, ctx.cfg
+    if "input_ids" not in p or "input_ids" in ctx.specs:
+        return
+    if main == "input_ids" or "input_ids" in _required(p) or _sub(cfg, "text_config") is not None or _token_runs(ctx, "image"):
+        ctx.specs["input_ids"] = _tokens(ctx, "input_ids")
+
+
+def _add_media(ctx: _Ctx) -> None:
+    """3. The image (audio, video) of a multimodal text model, and its placeholder tokens in the text."""
+    p, cfg, specs = ctx.params, ctx.cfg, ctx.specs
+    if "input_ids" not in specs:
+        return
+    ids = specs["input_ids"]
+    if "pixel_values" in p and "pixel_values" not in specs:
+        runs = _token_runs(ctx, "image")
+        if runs or _sub(cfg, "vision_config") is not None or "pixel_values" in _required(p) or _get(cfg, "image_size") is not None:
+            ctx.add(_tagged(_pixels(ctx, "pixel_values"), "image"))
+            ids.runs.extend(runs)
+    if _sub(cfg, "audio_config", "speech_config") is not None:  # CLAP-like towers, audio-language models
+        audio = next((n for n in (*_AUDIO_FEATURES, *_AUDIO_VALUES) if n in p), None)
+        if audio is not None and audio not in specs:
+            seq = ctx.seq
+            ctx.add(_tagged(_audio_features(ctx, audio) if audio in _AUDIO_FEATURES else _audio_values(ctx, audio), "audio"))
+            ctx.seq = seq  # the text keeps its own length
+            ids.runs.extend(_token_runs(ctx, "audio"))
+    if "pixel_values_videos" in _required(p) and "pixel_values_videos" not in specs:
+        ctx.add(_tagged(_pixels(ctx, "pixel_values_videos"), "video"))
+        ids.runs.extend(_token_runs(ctx, "video"))
+    if ids.runs and "mm_token_type_ids" in p:  # which modality each token is
+        specs["mm_token_type_ids"] = TensorSpec("mm_token_type_ids", ids.shape, torch.long, runs=ids.runs, text=True, run_codes=True)
+
+
+def _add_extras(ctx: _Ctx) -> None:
+    """Inputs some text models need beside their tokens: language ids, layout boxes."""
+    p, cfg, specs, b = ctx.params, ctx.cfg, ctx.specs, ctx.b
+    # Language adapters (X-MOD): the first of the config's languages.
+    if "lang_ids" in p and _get(cfg, "languages"):
+        specs["lang_ids"] = TensorSpec("lang_ids", (b,), torch.long, fill=0)
+        ctx.how.append(f"language {list(cfg.languages)[0]!r} (lang_ids 0)")
+    # Layout models: a box per token (they embed 2-D positions).
+    if "bbox" in p and "input_ids" in specs and (
+        "bbox" in _required(p) or _find(cfg, "max_2d_position_embeddings", "max_2d_positions", "dim_bbox") is not None
+    ):
+        box = _bbox(ctx, specs["input_ids"].shape[1])
+        specs["bbox"] = box
+        # Integer boxes on the 0-1000 grid (LayoutLM); some models take them as floats in [0, 1].
+        unit = [0.0, 0.0, 1.0, 1.0] * (box.shape[-1] // 4)
+        floats = TensorSpec("bbox", box.shape, data=[[unit] * box.shape[1]] * b, text=True)
+        ctx.alternatives.append(Alternative([floats], "boxes as floats in [0, 1] (integer boxes failed)"))
+
+
+def _add_decoder(ctx: _Ctx, main: str) -> None:
+    """4. Encoder-decoder: the decoder's tokens (capped by the decoder's positions)."""
+    p, cfg, b = ctx.params, ctx.cfg, ctx.b
+    if "decoder_input_ids" not in p or not (getattr(cfg, "is_encoder_decoder", False) or "decoder_input_ids" in _required(p)):
+        return
+    dec_cfg = _sub(cfg, "decoder", "decoder_config", "text_config") or cfg
+    dec_seq = _text_seq(ctx, dec_cfg, decoder=True) if main != "input_ids" else (ctx.seq or _text_seq(ctx))
+    cap = _max_positions(dec_cfg) or _int(_get(cfg, "max_target_positions"))
+    if cap is not None:
+        dec_seq = min(dec_seq, cap)
+    vocab, avoid = _vocab(dec_cfg), special_ids(cfg)
+    ctx.specs["decoder_input_ids"] = TensorSpec("decoder_input_ids", (b, dec_seq), torch.long, vocab, avoid=avoid)
+    ctx.how.append(f"decoder_input_ids of {dec_seq} tokens")
+    codebooks = _int(_get(dec_cfg, "num_channels", "num_codebooks"))
+    if codebooks and codebooks > 1:  # audio decoders: one token per codebook per step
+        per_codebook = TensorSpec("decoder_input_ids", (b, dec_seq, codebooks), torch.long, vocab, avoid=avoid)
+        ctx.alternatives.append(Alternative([per_codebook], f"decoder tokens for {codebooks} codebooks per step"))
 
 
 def _tagged(specs: list[TensorSpec], modality: str) -> list[TensorSpec]:
@@ -882,12 +892,28 @@ def _by_name(ctx: _Ctx, name: str, specs: dict[str, TensorSpec]) -> list[TensorS
         g = _patch_grid(ctx)
         if g:
             return [TensorSpec(name, (ctx.b, 3), torch.long, data=[g["grid"]] * ctx.b)]
-    if name == "hidden_states":
+    if name == "hidden_states" and ({"grid_thw", "image_grid_thw"} & set(ctx.params)):
         g = _patch_grid(ctx)
         if g:
             t, gh, gw = g["grid"]
+            ctx.how.append(f"{ctx.b} image(s) as {t * gh * gw} patches of {g['dim']} values, grid {gh}x{gw}")
             return [TensorSpec(name, (ctx.b * t * gh * gw, g["dim"]))]
+    if name.endswith(("embeds", "hidden_states", "latents", "inputs", "states")):
+        return _vectors(ctx, name, seq)
     return []
+
+
+def _vectors(ctx: _Ctx, name: str, seq: int) -> list[TensorSpec]:
+    """A required sequence of vectors (query embeddings, latents, hidden states): ``(batch, n, width)``
+    with the config's width, and ``(batch, width, n)`` as the alternative (convolutional decoders)."""
+    width = _int(_get(ctx.cfg, "hidden_size", "d_model", "latent_dim", "embed_dim", "n_embd", "dim"))
+    if not width:
+        return []
+    n = _int(_get(ctx.cfg, "num_query_tokens", "num_latents")) if "query" in name or "latent" in name else None
+    n = n or seq
+    ctx.how.append(f"{name}: {n} vectors of the config's width {width}")
+    ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, width, n))], f"{name} laid out (batch, width, length)"))
+    return [TensorSpec(name, (ctx.b, n, width))]
 
 
 def _count_features(model: nn.Module, modality: str, inputs: dict[str, torch.Tensor], batch: int) -> tuple[int | None, str]:

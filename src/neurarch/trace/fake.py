@@ -122,9 +122,10 @@ _LOCAL_SCALAR = aten._local_scalar_dense.default
 class ValueMode(TorchDispatchMode):
     """Keeps real values beside small fake tensors, so data-dependent code runs.
 
-    Enter it *inside* the FakeTensorMode (``with fake_mode, ValueMode(fake_mode):``)
-    so it sees each op first.  :meth:`real` registers a real tensor as a fake
-    input whose value is known.
+    Enter it *inside* the FakeTensorMode, with its function shims: use
+    ``with values.running():``.  :meth:`real` registers a real tensor as a fake
+    input whose value is known.  Other passes over the same fake model (cost,
+    memory) should run under ``running()`` too, with ``plan.make(values)``.
     """
 
     def __init__(self, fake_mode: FakeTensorMode, limit: int = VALUE_LIMIT):
@@ -134,6 +135,13 @@ class ValueMode(TorchDispatchMode):
         self.functions = _TensorFromValues(self)  # enter it too: torch.tensor([t0, t1]) of fake scalars
         self.guessed: dict[str, int] = {}  # op -> how many of its outputs were taken as random (see materialize)
         self._gen = torch.Generator().manual_seed(0)
+
+    @contextlib.contextmanager
+    def running(self):
+        """Everything a forward/backward on the fake model needs, in the right order:
+        ``with values.running(): model(**plan.make(values))``."""
+        with convertible_modules(), self.fake_mode, self, self.functions:
+            yield
 
     # -- values ---------------------------------------------------------
     def real(self, t: torch.Tensor) -> torch.Tensor:
@@ -385,6 +393,13 @@ class _TensorFromValues(TorchFunctionMode):
             if v is not None:
                 with _disable_current_modes():
                     return v.item().__format__(*args[1:])
+        if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and len(args) > 1:
+            # x[rows, cols] with rows a tuple of 0-d tensors: torch reads their data in C++.
+            idx = args[1]
+            parts = idx if isinstance(idx, tuple) else (idx,)
+            if any(isinstance(p, (list, tuple)) for p in parts):
+                parts = tuple(self._concrete(p) if isinstance(p, (list, tuple)) else p for p in parts)
+                args = (args[0], parts if isinstance(idx, tuple) else parts[0], *args[2:])
         if func is torch.Tensor.__deepcopy__ and type(args[0]) is FakeTensor:
             return self._deepcopy(args[0], args[1] if len(args) > 1 else {})
         if func in _FROM_DATA:

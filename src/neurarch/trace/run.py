@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..inputs import InputPlan
-from .fake import ValueMode, convertible_modules, new_mode, quiet_fake_logs, to_fake
+from .fake import ValueMode, new_mode, quiet_fake_logs, to_fake
 from .recorder import FunctionalOps, Recorder, first_tensor
 
 
@@ -29,6 +29,12 @@ class TraceResult:
     backward: PassOutcome | None
     unused_parameters: list[str] = field(default_factory=list)
     output_shape: tuple[int, ...] | None = None
+    # The fake mode and known values of this trace: later passes over the same fake model
+    # run under ``values.running()`` with ``plan.make(values)``.
+    values: ValueMode | None = None
+    # Ops whose weight-dependent outputs were taken as seeded noise to decide data-dependent
+    # control flow (MoE routing, predicted durations): op name -> count.  Empty: none.
+    guessed_values: dict[str, int] = field(default_factory=dict)
 
 
 def _describe(e: BaseException) -> str:
@@ -73,7 +79,7 @@ def _forward(model: nn.Module, plan: InputPlan, mode, values, backward: bool, t0
     rec = Recorder(model)
     out = None
     try:
-        with warnings.catch_warnings(), convertible_modules(), mode, values, values.functions, FunctionalOps(rec):
+        with warnings.catch_warnings(), values.running(), FunctionalOps(rec):
             warnings.simplefilter("ignore")
             inputs = plan.make(values)
             with torch.set_grad_enabled(backward):
@@ -93,7 +99,7 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
     to_fake(model, mode)
     t0 = time.perf_counter()
     # ValueMode is entered inside the fake mode so it sees each op first.
-    with warnings.catch_warnings(), mode, values, values.functions:
+    with warnings.catch_warnings(), values.running():
         warnings.simplefilter("ignore")
         plan.resolve(model, values)  # before the hooks: its probe is not part of the trace
     rec, out, fwd = _forward(model, plan, mode, values, backward, t0)
@@ -107,7 +113,7 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
             rec, out, fwd = rec2, out2, fwd2
             break
         plan.tensors, plan.how = first
-    result = TraceResult(rec, fwd, None)
+    result = TraceResult(rec, fwd, None, values=values, guessed_values=values.guessed)  # the dict fills in live
     t = first_tensor(out) if out is not None else None
     if t is not None:
         result.output_shape = tuple(int(d) for d in t.shape)
@@ -120,7 +126,7 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
         result.backward = PassOutcome(False, "the forward output has no floating tensor that requires grad")
         return result
     try:
-        with warnings.catch_warnings(), mode, values, values.functions:
+        with warnings.catch_warnings(), values.running():
             warnings.simplefilter("ignore")
             loss.backward()
         result.backward = PassOutcome(True, seconds=time.perf_counter() - t1)
