@@ -15,6 +15,10 @@ documented defaults:
   text (a common fine-tuning length) and ``DEFAULT_SEQ_LEN_ENCODER = 512``
   for encoders (BERT's pre-training length), each capped by the model's own
   position limit (``max_position_embeddings`` and kin);
+  ``DEFAULT_SEQ_LEN_STEPWISE = 32`` for recurrent models whose reference
+  PyTorch code steps through the sequence one token at a time in Python
+  (see :func:`stepwise_recurrent`: Mamba, Jamba, Zamba, RWKV), whose trace
+  costs every op once per token; their layers are the same at any length;
 * images: the config's ``image_size``, else ``DEFAULT_IMAGE_SIZE = 224``;
   video: ``num_frames`` from the config, else ``DEFAULT_VIDEO_FRAMES = 16``;
 * raw audio (``input_values``): ``DEFAULT_AUDIO_SAMPLES = 16000`` (one second
@@ -27,7 +31,18 @@ documented defaults:
   the model's own ``get_image_features`` on the fake image, see
   :meth:`InputPlan.resolve`), and the text is lengthened if they do not fit.
 
-Token ids avoid every special id the config names (pad, bos, eos, image...).
+* a decoder that generates text is "decoding" when its class says so
+  (``...ForCausalLM``/``ForConditionalGeneration``), its config is a decoder
+  or encoder-decoder, or it has a text sub-config; encoder-decoders get
+  decoder tokens as long as the text, capped by the decoder's positions.
+
+Token ids avoid every special id the config names (pad, bos, eos, image...),
+and are drawn from a fixed-seed generator.  A training step is traced with
+``use_cache=False``.  Where a layout cannot be told from the config (audio
+features bins- or frames-first, raw audio with or without a channel axis, one
+image or a pair, integer or float boxes) the plan carries
+:class:`Alternative` layouts, tried in order when the first one fails.
+
 ``--seq-len``, ``--image-size``, ``--batch`` and ``--input-shape`` override;
 the report always prints what was used (``InputPlan.how``).
 """
@@ -47,12 +62,15 @@ from .errors import InputError
 
 DEFAULT_SEQ_LEN_DECODER = 2048
 DEFAULT_SEQ_LEN_ENCODER = 512
+DEFAULT_SEQ_LEN_STEPWISE = 32
 DEFAULT_IMAGE_SIZE = 224
 DEFAULT_VIDEO_FRAMES = 16
 DEFAULT_AUDIO_SAMPLES = 16_000  # one second at 16 kHz
 DEFAULT_AUDIO_FRAMES = 1000  # ten seconds of 10 ms feature frames
 DEFAULT_QUERY_TOKENS = 32  # a Q-Former prompt
 DEFAULT_TIME_STEPS = 512
+DEFAULT_ENCODER_STATES = 257  # states a lone cross-attending tower attends to: (224 / 14)^2 patches + [CLS]
+DEFAULT_VISUAL_REGIONS = 36  # detector boxes per image fed to region-feature models (LXMERT's 36)
 SEED = 0  # token ids are drawn from a fixed generator: runs are reproducible
 
 
@@ -334,8 +352,12 @@ def _max_positions(cfg: Any) -> int | None:
         v = int(v)
     except (TypeError, ValueError):
         return None
-    # Some configs use a sentinel (1e30 ...) for "no limit"; some a tiny placeholder.
-    return v if 0 < v < limits.MAX_SEQ_LEN else None
+    # Some configs use a sentinel (1e30 ...) for "no limit".
+    if not 0 < v < limits.MAX_SEQ_LEN:
+        return None
+    # Models that also predict the next n tokens (ProphetNet's ngram streams) use positions past the text.
+    ngram = _int(_get(cfg, "ngram"), 0) or 0
+    return v - ngram if 0 < ngram < v else v
 
 
 def special_ids(cfg: Any) -> tuple[int, ...]:
@@ -445,7 +467,16 @@ def _text_seq(ctx: _Ctx, text_cfg: Any = None, decoder: bool | None = None) -> i
     else:
         dec = _is_decoder(ctx.model, ctx.cfg) if decoder is None else decoder
         default = DEFAULT_SEQ_LEN_DECODER if dec else DEFAULT_SEQ_LEN_ENCODER
-        if cap is not None and cap < default:
+        step = stepwise_recurrent(c) or stepwise_recurrent(ctx.cfg)
+        axial = _get(c, "axial_pos_shape") if _get(c, "axial_pos_embds") else None
+        if isinstance(axial, (list, tuple)) and axial and all(isinstance(x, int) and x > 0 for x in axial):
+            # Axial position embeddings (Reformer) must be filled exactly by a training sequence.
+            seq = math.prod(axial)
+            ctx.how.append(f"seq_len {seq}: the product of the config's axial_pos_shape {list(axial)} (a training sequence fills it)")
+        elif step:
+            ctx.how.append(f"seq_len {DEFAULT_SEQ_LEN_STEPWISE}: neurarch's default for {step} (--seq-len overrides)")
+            seq = DEFAULT_SEQ_LEN_STEPWISE
+        elif cap is not None and cap < default:
             ctx.how.append(f"seq_len {cap}: the model's max positions (default {default} capped)")
             seq = cap
         else:
@@ -454,6 +485,27 @@ def _text_seq(ctx: _Ctx, text_cfg: Any = None, decoder: bool | None = None) -> i
     if text_cfg is None:
         ctx.seq = seq
     return seq
+
+
+_SCAN_STATE = ("state_size", "mamba_d_state", "ssm_state_size")
+_SCAN_CHUNK = ("chunk_size", "mamba_chunk_size")
+
+
+def stepwise_recurrent(cfg: Any) -> str | None:
+    """Why a model's reference PyTorch code runs one step per token, or None.
+
+    Told from the config alone: a selective-scan state (``state_size``,
+    ``mamba_d_state``, ``ssm_state_size``) with no chunk size (Mamba-2-style
+    models scan in chunks of ``chunk_size`` and are not stepwise), or an RWKV
+    time mix (``attention_hidden_size`` with no attention heads).
+    """
+    if cfg is None:
+        return None
+    if _get(cfg, *_SCAN_STATE) is not None and _get(cfg, *_SCAN_CHUNK) is None:
+        return "a selective scan stepped token by token (a scan state size, no chunk size)"
+    if _get(cfg, "attention_hidden_size") is not None and _get(cfg, "num_attention_heads", "num_heads", "n_head") is None:
+        return "a time-mixing recurrence stepped token by token (attention_hidden_size, no attention heads)"
+    return None
 
 
 def _vocab(cfg: Any) -> int:
@@ -471,6 +523,8 @@ def _channels(vc: Any) -> int:
 
 
 def _image_size(ctx: _Ctx) -> tuple[int, int]:
+    """Image height and width: --image-size, else the config's, else the default; never smaller
+    than one patch at every scale the model looks at the image (DepthPro: 384 px patches at 1/4 scale)."""
     if ctx.image is not None:
         return ctx.image
     vc = ctx.vision_cfg
@@ -480,23 +534,29 @@ def _image_size(ctx: _Ctx) -> tuple[int, int]:
         return ctx.image
     size = _get(vc, "image_size", "img_size", "input_size", "crop_size")
     if size is None:
-        size = _find(ctx.cfg, "image_size", "img_size", "input_size")
+        size = _find(ctx.cfg, "image_size", "img_size", "input_size", "max_img_size")
     try:
         hw = _hw(size) if size is not None else None
     except (TypeError, ValueError):
         hw = None
     if hw is None or min(hw) <= 0:
-        side = DEFAULT_IMAGE_SIZE
-        # At least one patch, at every scale the model looks at the image (DepthPro: 384 px patches at 1/4 scale).
-        p = _int(_get(vc, "patch_size"))
-        ratios = _get(vc, "scaled_images_ratios")
-        if p and p > 1:
-            low = min(ratios) if isinstance(ratios, (list, tuple)) and ratios and min(ratios) > 0 else 1
-            side = max(side, int(math.ceil(p / low)))
-        ctx.how.append(f"image {side}x{side}: neurarch's default (the config gives no image_size)")
-        hw = (side, side)
+        hw, why = (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE), "neurarch's default (the config gives no image_size)"
     else:
-        ctx.how.append(f"image {hw[0]}x{hw[1]} from the config")
+        why = "from the config"
+    p = _int(_get(vc, "patch_size") or _get(ctx.cfg, "patch_size"))
+    # Windowed backbones cut the patch grid into num_windows x num_windows windows (RF-DETR).
+    windows = _int(_find(ctx.cfg, "num_windows", subs=(*_SUBCONFIGS, "backbone_config")))
+    if p and windows and windows > 1 and (hw[0] % (p * windows) or hw[1] % (p * windows)):
+        unit = p * windows
+        hw = (-(-hw[0] // unit) * unit, -(-hw[1] // unit) * unit)
+        why = f"rounded up to whole windows ({windows} windows of {p} px patches a side)"
+    if p and p > 1:
+        ratios = _find(ctx.cfg, "scaled_images_ratios")
+        low = min(ratios) if isinstance(ratios, (list, tuple)) and ratios and min(ratios) > 0 else 1
+        side = int(math.ceil(p / low))
+        if min(hw) < side:
+            hw, why = (max(hw[0], side), max(hw[1], side)), f"at least one {p} px patch at scale {low:g}"
+    ctx.how.append(f"image {hw[0]}x{hw[1]} {why}" if why.startswith("from") else f"image {hw[0]}x{hw[1]}: {why}")
     ctx.image = hw
     return hw
 
@@ -536,6 +596,9 @@ def _pixels(ctx: _Ctx, name: str) -> list[TensorSpec]:
             grid_name = grid_names[0]
             grid = [[t, gh, gw]] * ctx.b if grid_name != "image_grid_hw" else [[gh, gw]] * ctx.b
             ctx.how.append(f"{ctx.b} image(s) as {n} patches of {g['dim']} values, grid {gh}x{gw}")
+            p, c, tp = g["patch"], g["channels"], g["temporal"]
+            cube = (ctx.b * n, c, p, p) if tp == 1 else (ctx.b * n, c, tp, p, p)
+            ctx.alternatives.append(Alternative([TensorSpec(name, cube)], f"patches as {'images' if tp == 1 else 'cubes'} {list(cube[1:])} (flat patches failed)"))
             return [TensorSpec(name, (ctx.b * n, g["dim"])), TensorSpec(grid_name, (ctx.b, len(grid[0])), torch.long, data=grid)]
     if name == "pixel_values" and ({"spatial_shapes", "pixel_position_ids"} & set(ctx.params)):
         return _patch_list(ctx, name)
@@ -604,7 +667,11 @@ def _audio_features(ctx: _Ctx, name: str) -> list[TensorSpec]:
     src = _int(_find(ctx.cfg, "max_source_positions", subs=("audio_config", "encoder_config", "encoder")))
     conv = _first_module(ctx.model, (nn.Conv1d, nn.Linear, nn.Conv2d), lambda m: getattr(m, "in_channels", getattr(m, "in_features", None)) == f)
     channels_first = isinstance(conv, nn.Conv1d)
-    if ctx.opts.seq_len:
+    raw = next((t for t in ctx.specs.values() if t.name in _AUDIO_VALUES), None)
+    stride = audio_stride(ctx.cfg)
+    if raw is not None and stride:  # features of the same audio as the raw samples beside them (XCodec2)
+        frames, why = max(raw.shape[-1] // stride, 1), f"one per {stride} samples of the raw audio"
+    elif ctx.opts.seq_len:
         frames, why = ctx.opts.seq_len, "--seq-len"
     elif src and channels_first:
         frames, why = 2 * src, "2 x max_source_positions"
@@ -618,6 +685,15 @@ def _audio_features(ctx: _Ctx, name: str) -> list[TensorSpec]:
     other = (ctx.b, frames, f) if channels_first else (ctx.b, f, frames)
     ctx.alternatives.append(Alternative([TensorSpec(name, other)], f"audio features laid out {'frames' if channels_first else 'bins'} first (the other layout failed)"))
     ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, 1, frames, f))], "audio features as a one-channel image (the 3-D layouts failed)"))
+    # The front end may stack frames (or add deltas) before its first layer: that layer's width,
+    # when it is a small multiple of the bins and no layer takes the bins themselves.
+    first = _first_module(ctx.model, (nn.Linear, nn.Conv1d))
+    width = getattr(first, "in_features", getattr(first, "in_channels", None)) if first is not None else None
+    if conv is None and width and width != f and width % f == 0 and width // f <= 8:
+        lay = (ctx.b, width, frames) if isinstance(first, nn.Conv1d) else (ctx.b, frames, width)
+        ctx.alternatives.append(Alternative([TensorSpec(name, lay)], f"audio features {width} wide, the width the first input layer takes ({width // f} x {f} bins)"))
+    if _audio_feature_size(ctx.cfg) is None:  # the config names no bin count: the other common one
+        ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, frames, 128))], "audio features of 128 mel bins (80 failed; the config names no bin count)"))
     specs = [TensorSpec(name, shape)]
     # Its frame mask, when the forward takes one (some models need it though it is optional).
     for mask in ctx.params:
@@ -644,14 +720,42 @@ def _audio_values(ctx: _Ctx, name: str) -> list[TensorSpec]:
         ctx.seq = length
         return [TensorSpec(name, (ctx.b, length, f))]
     samples = ctx.opts.seq_len or DEFAULT_AUDIO_SAMPLES
-    ctx.seq = samples
     ctx.how.append(f"audio {samples} samples" + (" from --seq-len" if ctx.opts.seq_len else " (one second at 16 kHz, neurarch's default)"))
+    samples = _whole_strides(ctx, samples)
+    ctx.seq = samples
+    # A model built without its speech pre-net takes hidden states under the same name (SpeechT5Model):
+    # vectors of the config's width, for the decoder too when it takes decoder_input_values.
+    width = _int(_get(ctx.cfg, "hidden_size"))
+    if width and name == "input_values" and "decoder_input_values" in ctx.params:
+        n = min(DEFAULT_SEQ_LEN_ENCODER, _max_positions(ctx.cfg) or DEFAULT_SEQ_LEN_ENCODER)
+        vecs = [TensorSpec(name, (ctx.b, n, width)), TensorSpec("decoder_input_values", (ctx.b, n, width))]
+        ctx.alternatives.append(Alternative(vecs, f"input_values and decoder_input_values as {n} vectors of the config's width {width} (a model without its speech pre-net)"))
     ch = _int(_get(ctx.cfg, "audio_channels", "num_channels", "channels"))
     if ch:
         ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, samples))], "audio as (batch, samples) (the channel layout failed)"))
         return [TensorSpec(name, (ctx.b, ch, samples))]
     ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, 1, samples))], "audio as (batch, 1 channel, samples) (the flat layout failed)"))
     return [TensorSpec(name, (ctx.b, samples))]
+
+
+def audio_stride(cfg: Any) -> int | None:
+    """Samples per output frame of a strided raw-audio encoder: the product of the config's
+    per-stage ``downsampling_ratios`` (or ``patch_sizes``, Muse-Spark's stages), when it names them."""
+    for name in ("downsampling_ratios", "patch_sizes"):
+        v = _get(cfg, name)
+        if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) and x > 0 for x in v):
+            return math.prod(v)
+    return None
+
+
+def _whole_strides(ctx: _Ctx, samples: int) -> int:
+    """``samples`` rounded up to whole strides of the encoder (some refuse a partial frame)."""
+    stride = audio_stride(ctx.cfg)
+    if stride and stride > 1 and samples % stride:
+        rounded = -(-samples // stride) * stride
+        ctx.how.append(f"audio lengthened to {rounded} samples: whole strides of {stride} (the product of the config's per-stage strides)")
+        return rounded
+    return samples
 
 
 def _time_series(ctx: _Ctx) -> list[TensorSpec]:
@@ -793,7 +897,13 @@ def _add_text(ctx: _Ctx, main: str) -> None:
     if "input_ids" not in p or "input_ids" in ctx.specs:
         return
     if main == "input_ids" or "input_ids" in _required(p) or _sub(cfg, "text_config") is not None or _token_runs(ctx, "image"):
-        ctx.specs["input_ids"] = _tokens(ctx, "input_ids")
+        ids = ctx.specs["input_ids"] = _tokens(ctx, "input_ids")
+        # Audio-token models read a text stream and one stream per codebook at each step (Kyutai):
+        # (batch, steps, 1 + codebooks), ids within the codebooks' vocabulary.
+        k, cb_vocab = _int(_get(cfg, "num_codebooks")), _int(_get(cfg, "codebook_vocab_size"))
+        if k and k > 1 and cb_vocab:
+            streams = TensorSpec("input_ids", (*ids.shape, 1 + k), torch.long, min(cb_vocab, ids.high or cb_vocab), avoid=ids.avoid, text=True)
+            ctx.alternatives.append(Alternative([streams], f"input_ids as a text stream and {k} codebook streams per step"))
 
 
 def _add_media(ctx: _Ctx) -> None:
@@ -804,7 +914,7 @@ def _add_media(ctx: _Ctx) -> None:
     ids = specs["input_ids"]
     if "pixel_values" in p and "pixel_values" not in specs:
         runs = _token_runs(ctx, "image")
-        if runs or _sub(cfg, "vision_config") is not None or "pixel_values" in _required(p) or _get(cfg, "image_size") is not None:
+        if runs or _sub(cfg, "vision_config", "backbone_config") is not None or "pixel_values" in _required(p) or _get(cfg, "image_size") is not None:
             ctx.add(_tagged(_pixels(ctx, "pixel_values"), "image"))
             ids.runs.extend(runs)
     if _sub(cfg, "audio_config", "speech_config") is not None:  # CLAP-like towers, audio-language models
@@ -812,8 +922,14 @@ def _add_media(ctx: _Ctx) -> None:
         if audio is not None and audio not in specs:
             seq = ctx.seq
             ctx.add(_tagged(_audio_features(ctx, audio) if audio in _AUDIO_FEATURES else _audio_values(ctx, audio), "audio"))
-            ctx.seq = seq  # the text keeps its own length
+            frames, ctx.seq = ctx.seq, seq  # the text keeps its own length
             ids.runs.extend(_token_runs(ctx, "audio"))
+            # Streaming models add one audio embedding to each text token (Voxtral-Realtime:
+            # audio_length_per_tok feature frames a token): the text as long as the audio.
+            per_tok = _int(_get(cfg, "audio_length_per_tok"))
+            if per_tok and frames and frames // per_tok >= 1:
+                n = frames // per_tok
+                ctx.alternatives.append(Alternative([TensorSpec("input_ids", (ctx.b, n), torch.long, ids.high, avoid=ids.avoid, text=True)], f"text of {n} tokens: one per {per_tok} audio frames (the config's audio_length_per_tok)"))
     if "pixel_values_videos" in _required(p) and "pixel_values_videos" not in specs:
         ctx.add(_tagged(_pixels(ctx, "pixel_values_videos"), "video"))
         ids.runs.extend(_token_runs(ctx, "video"))
@@ -828,6 +944,40 @@ def _add_extras(ctx: _Ctx) -> None:
     if "lang_ids" in p and _get(cfg, "languages"):
         specs["lang_ids"] = TensorSpec("lang_ids", (b,), torch.long, fill=0)
         ctx.how.append(f"language {list(cfg.languages)[0]!r} (lang_ids 0)")
+    # Kosmos-2: which text positions the image's latent queries take.
+    ids = specs.get("input_ids")
+    if "image_embeds_position_mask" in p and ids is not None and "pixel_values" in specs:
+        n = _int(_find(cfg, "latent_query_num", "image_seq_length", "num_image_tokens"))
+        if n and n + 1 < ids.shape[1]:
+            row = [0] + [1] * n + [0] * (ids.shape[1] - n - 1)
+            specs["image_embeds_position_mask"] = TensorSpec("image_embeds_position_mask", ids.shape, torch.long, data=[row] * b)
+            ctx.how.append(f"{n} image positions in the text (image_embeds_position_mask, the config's latent queries)")
+    # NaViT-style towers: each image's patch grid [h, w] (MiniCPM-V's target_sizes).
+    pix = specs.get("pixel_values")
+    patch = _int(_get(ctx.vision_cfg, "patch_size"))
+    for name in ("target_sizes", "tgt_sizes"):
+        if name in p and pix is not None and len(pix.shape) == 4 and patch:
+            grid = [pix.shape[2] // patch, pix.shape[3] // patch]
+            specs[name] = TensorSpec(name, (b, 2), torch.long, data=[grid] * b)
+            ctx.how.append(f"{name} {grid[0]}x{grid[1]} patches per image")
+    # Several images per sample with a text-by-image mask (IDEFICS): one image, seen by every token.
+    if "image_attention_mask" in p and ids is not None and pix is not None and len(pix.shape) == 4:
+        specs["pixel_values"] = TensorSpec("pixel_values", (b, 1, *pix.shape[1:]), modality=pix.modality)
+        specs["image_attention_mask"] = TensorSpec("image_attention_mask", (b, ids.shape[1], 1), torch.long, fill=1, text=True)
+        ctx.how.append("1 image per sample, (batch, images, C, H, W), seen by every token (image_attention_mask)")
+    # A cross-attending tower alone (BLIP-2's Q-Former): the states of the encoder it attends to,
+    # of the config's encoder_hidden_size.
+    enc = _int(_get(cfg, "encoder_hidden_size"))
+    if "encoder_hidden_states" in p and "encoder_hidden_states" not in specs and enc:
+        specs["encoder_hidden_states"] = TensorSpec("encoder_hidden_states", (b, DEFAULT_ENCODER_STATES, enc))
+        ctx.how.append(f"encoder_hidden_states: {DEFAULT_ENCODER_STATES} states (neurarch's default: a 224 px image in 14 px patches + 1) of the config's encoder_hidden_size {enc}")
+    # Region features of a text model (LXMERT: visual_feats with the config's visual_feat_dim, visual_pos).
+    if ids is not None:
+        for name in p:
+            dim = _int(_get(cfg, f"{name}_dim", f"{name[:-1]}_dim" if name.endswith("s") else f"{name}_dim"))
+            if name.startswith("visual_") and name not in specs and dim:
+                specs[name] = TensorSpec(name, (b, DEFAULT_VISUAL_REGIONS, dim))
+                ctx.how.append(f"{name}: {DEFAULT_VISUAL_REGIONS} regions (neurarch's default) of {dim} values (the config's width)")
     # Layout models: a box per token (they embed 2-D positions).
     if "bbox" in p and "input_ids" in specs and (
         "bbox" in _required(p) or _find(cfg, "max_2d_position_embeddings", "max_2d_positions", "dim_bbox") is not None
@@ -884,6 +1034,21 @@ def _by_name(ctx: _Ctx, name: str, specs: dict[str, TensorSpec]) -> list[TensorS
         n = DEFAULT_QUERY_TOKENS if "qformer" in name else seq
         sub = _sub(ctx.cfg, "qformer_config") if "qformer" in name else None
         return [TensorSpec(name, (ctx.b, n), torch.long, _vocab(sub or ctx.text_cfg), avoid=special_ids(ctx.cfg))]
+    if name.endswith("_masks") and name[: -len("masks")] + "pixel_values" in specs:  # SegGPT's prompt masks
+        ref = specs[name[: -len("masks")] + "pixel_values"]
+        ctx.how.append(f"{name} shaped like {ref.name} {list(ref.shape)}")
+        images = [t for t in specs.values() if t.name.endswith("pixel_values") and len(t.shape) == 4] + [TensorSpec(name, ref.shape)]
+        # A model that stacks its images along the height into the config's image size (SegGPT
+        # puts the prompt above the input): each image that height divided by the images stacked.
+        h = ref.shape[2]
+        if h % 2 == 0 and len(images) >= 2:
+            half = [TensorSpec(t.name, (*t.shape[:2], h // 2, t.shape[3])) for t in images]
+            ctx.alternatives.append(Alternative(half, f"images {h // 2}x{ref.shape[3]}: a prompt and an input stacked into the config's {h}x{ref.shape[3]}"))
+        return [TensorSpec(name, ref.shape)]
+    if name.endswith("merge_sizes"):  # one spatial merge size per image (VideoLLaMA-3's tower)
+        g = _patch_grid(ctx)
+        m = g["merge"] if g else 1
+        return [TensorSpec(name, (ctx.b,), torch.long, data=[m] * ctx.b)]
     if name.endswith(("attention_mask", "_mask")) and name != "bool_masked_pos":
         ref = specs.get(name.replace("attention_mask", "input_ids")) or specs.get("input_ids")
         shape = ref.shape[:2] if ref is not None else (ctx.b, seq)
@@ -898,6 +1063,12 @@ def _by_name(ctx: _Ctx, name: str, specs: dict[str, TensorSpec]) -> list[TensorS
             t, gh, gw = g["grid"]
             ctx.how.append(f"{ctx.b} image(s) as {t * gh * gw} patches of {g['dim']} values, grid {gh}x{gw}")
             return [TensorSpec(name, (ctx.b * t * gh * gw, g["dim"]))]
+    if name.endswith("_inputs") and _int(_get(ctx.cfg, name[: -len("inputs")] + "seq_len")):
+        # Tokenised task text of a fixed length (OneFormer's task_inputs, task_seq_len).
+        n = _int(_get(ctx.cfg, name[: -len("inputs")] + "seq_len"))
+        vocab = _int(_find(ctx.cfg, "text_encoder_vocab_size", "vocab_size"), 1000) or 1000
+        ctx.how.append(f"{name}: {n} token ids (the config's {name[: -len('inputs')]}seq_len)")
+        return [TensorSpec(name, (ctx.b, n), torch.long, vocab, avoid=special_ids(ctx.cfg))]
     if name.endswith(("embeds", "hidden_states", "latents", "inputs", "states")):
         return _vectors(ctx, name, seq)
     return []
@@ -911,8 +1082,22 @@ def _vectors(ctx: _Ctx, name: str, seq: int) -> list[TensorSpec]:
         return []
     n = _int(_get(ctx.cfg, "num_query_tokens", "num_latents")) if "query" in name or "latent" in name else None
     n = n or seq
+    layers = _get(ctx.cfg, "target_layer_ids")
+    if "context" in name and isinstance(layers, (list, tuple)) and len(layers) > 1:
+        # A draft model reads the target model's hidden states from several layers, concatenated.
+        ctx.how.append(f"{name}: {n} vectors of {len(layers)} target layers x the width {width} (the config's target_layer_ids)")
+        return [TensorSpec(name, (ctx.b, n, width * len(layers)))]
     ctx.how.append(f"{name}: {n} vectors of the config's width {width}")
     ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, width, n))], f"{name} laid out (batch, width, length)"))
+    # A convolutional encoder named its input hidden_states but takes a signal (VibeVoice's tokenizer):
+    # the channels of its first Conv1d, one second of samples.
+    conv = _first_module(ctx.model, (nn.Conv1d,))
+    if conv is not None and conv.in_channels != width:
+        samples, stride = ctx.opts.seq_len or DEFAULT_AUDIO_SAMPLES, audio_stride(ctx.cfg) or 1
+        samples = -(-samples // stride) * stride
+        ctx.alternatives.append(
+            Alternative([TensorSpec(name, (ctx.b, conv.in_channels, samples))], f"{name} as a signal of {conv.in_channels} channel(s) x {samples} samples for the first Conv1d")
+        )
     return [TensorSpec(name, (ctx.b, n, width))]
 
 

@@ -2,24 +2,32 @@
 
 A module built under ``torch.device("meta")`` has the right shapes but no
 storage; ops on meta tensors give shapes, but meta is a device of its own, so
-code that checks ``x.device.type`` takes odd branches.  We turn every
-parameter and buffer into a ``FakeTensor`` that reports the device we want
-(CPU by default) while owning no memory, keeping shared (tied) tensors shared.
+code that checks ``x.device.type`` takes odd branches.  :func:`to_fake` turns
+every parameter and buffer into a ``FakeTensor`` that reports the device we
+want (CPU by default) while owning no memory, keeping shared (tied) tensors
+shared.  Small buffers that the build made for real (see
+:func:`neurarch.build.small_on_cpu`) keep their values.
 
 Fake tensors carry shapes, not values.  Model code sometimes needs a value:
 ``int(mask.sum())`` to count image tokens, ``x[mask]`` whose length depends
 on the mask, ``positions.max().item()``.  Those values almost always come
-from the *inputs* (token ids, masks, grids), not from the weights.  So
-:class:`ValueMode` keeps a small real tensor next to each fake tensor whose
-value is computable: the integer inputs are made real, and every op whose
-inputs all have values (and whose output is small) is also run for real on
-the CPU.  A data-dependent op then reads the real value instead of failing.
-Values never come from weights, which stay fake, so no memory is spent on
-them.
+from the *inputs* (token ids, masks, grids) and small buffers, not from the
+weights.  So :class:`ValueMode` keeps a small real tensor next to each fake
+tensor whose value is computable: the integer inputs are made real, and
+every op whose inputs all have values (and whose output is small, or is a
+view) is also run for real on the CPU.  A data-dependent op then reads the
+real value instead of failing.  Weights stay fake: no memory is spent on them.
 
-:class:`ValueMode` also patches the few meta kernels that are stricter than
-the real ones (``_grouped_mm``'s meta kernel accepts bfloat16 only, the CUDA
-rule; shapes do not depend on the dtype).
+When a data-dependent op needs a value that comes from the weights (MoE
+routing, a predicted duration), :meth:`ValueMode.materialize` recomputes it
+from the op that made it, taking the weight-dependent inputs as seeded noise;
+the ops where noise stood in are counted in ``ValueMode.guessed``.
+
+The rest patches what fake tensors cannot do but real ones can, without
+changing any shape: ``_grouped_mm``'s meta kernel accepts bfloat16 only (the
+CUDA rule), ``torch.tensor([t0, t1])``/``f"{t}"``/``x[rows, cols]`` read 0-d
+tensors' data in C++, ``copy.deepcopy`` swaps storages, ``module.to(dtype)``
+swaps parameters in place.  Run passes under ``values.running()``.
 """
 
 from __future__ import annotations

@@ -92,7 +92,26 @@ def _forward(model: nn.Module, plan: InputPlan, mode, values, backward: bool, t0
     return rec, out, fwd
 
 
+def _backward(out, values) -> PassOutcome:
+    t1 = time.perf_counter()
+    loss = _loss(out)
+    if loss is None:
+        return PassOutcome(False, "the forward output has no floating tensor that requires grad")
+    try:
+        with warnings.catch_warnings(), values.running():
+            warnings.simplefilter("ignore")
+            loss.backward()
+        return PassOutcome(True, seconds=time.perf_counter() - t1)
+    except Exception as e:
+        return PassOutcome(False, _describe(e), None, time.perf_counter() - t1)
+
+
 def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceResult:
+    """Trace forward (and backward) on fake tensors, in the model's mode (eval, as built).
+
+    A model whose backward pass refuses to run outside training mode (Reformer's reversible
+    layers: "use model.train()") is traced again in training mode, and ``plan.how`` says so.
+    """
     quiet_fake_logs()
     mode = new_mode()
     values = ValueMode(mode)
@@ -120,18 +139,20 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
     if not fwd.ok or not backward:
         return result
 
-    t1 = time.perf_counter()
-    loss = _loss(out)
-    if loss is None:
-        result.backward = PassOutcome(False, "the forward output has no floating tensor that requires grad")
-        return result
-    try:
-        with warnings.catch_warnings(), values.running():
-            warnings.simplefilter("ignore")
-            loss.backward()
-        result.backward = PassOutcome(True, seconds=time.perf_counter() - t1)
-    except Exception as e:
-        result.backward = PassOutcome(False, _describe(e), None, time.perf_counter() - t1)
+    result.backward = _backward(out, values)
+    if not result.backward.ok and not model.training and "model.train()" in (result.backward.error or ""):
+        for p in model.parameters():
+            p.grad = None  # what the failed pass left
+        model.train()
+        try:
+            rec2, out2, fwd2 = _forward(model, plan, mode, values, backward, time.perf_counter())
+            bwd2 = _backward(out2, values) if fwd2.ok else None
+        finally:
+            model.eval()
+        if bwd2 is not None and bwd2.ok:
+            result.recorder, result.forward, result.backward = rec2, fwd2, bwd2
+            plan.how.append("traced in training mode (its backward pass refuses eval mode)")
+    if not result.backward.ok:
         return result
     seen: set[int] = set()
     for name, p in model.named_parameters():
