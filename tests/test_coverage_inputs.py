@@ -186,3 +186,15 @@ def test_axial_positions_filled_and_training_mode_backward():
     assert res.forward.ok and res.backward is not None and res.backward.ok, (res.forward, res.backward)
     assert any("training mode" in h for h in plan.how)
     assert not built.model.training  # left as built
+
+
+def test_inputs_named_by_the_models_embed_layers():
+    cfg, built = _default("decision_transformer")
+    s = _shapes(_plan(built))
+    n = s["states"][1]
+    assert s["states"] == (1, n, cfg.state_dim)  # embed_state: Linear(state_dim, hidden)
+    assert s["actions"] == (1, n, cfg.act_dim)  # embed_action: Linear(act_dim, hidden)
+    assert s["returns_to_go"] == (1, n, 1)  # embed_return: Linear(1, hidden)
+    assert s["timesteps"] == (1, n)  # embed_timestep: Embedding(max_ep_len, hidden)
+    assert 3 * n <= cfg.n_positions  # (return, state, action) per step share the positions
+    assert "return_dict" not in s

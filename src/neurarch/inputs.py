@@ -599,6 +599,15 @@ def _pixels(ctx: _Ctx, name: str) -> list[TensorSpec]:
             p, c, tp = g["patch"], g["channels"], g["temporal"]
             cube = (ctx.b * n, c, p, p) if tp == 1 else (ctx.b * n, c, tp, p, p)
             ctx.alternatives.append(Alternative([TensorSpec(name, cube)], f"patches as {'images' if tp == 1 else 'cubes'} {list(cube[1:])} (flat patches failed)"))
+            m = g["merge"]
+            if m > 1 and tp == 1 and grid_name != "image_grid_hw":
+                # One pixel block per merged (language-model) token, channels last, the grid counted
+                # in merged tokens (Inkling-2's tower).
+                tokens = [[t, gh // m, gw // m]] * ctx.b
+                blocks = TensorSpec(name, (ctx.b * n // (m * m), p * m, p * m, c))
+                ctx.alternatives.append(
+                    Alternative([blocks, TensorSpec(grid_name, (ctx.b, 3), torch.long, data=tokens)], f"one {p * m}x{p * m}x{c} pixel block per merged token, grid {gh // m}x{gw // m} in tokens (flat patches failed)")
+                )
             return [TensorSpec(name, (ctx.b * n, g["dim"])), TensorSpec(grid_name, (ctx.b, len(grid[0])), torch.long, data=grid)]
     if name == "pixel_values" and ({"spatial_shapes", "pixel_position_ids"} & set(ctx.params)):
         return _patch_list(ctx, name)
@@ -855,6 +864,8 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
         _add_media(ctx)
     _add_extras(ctx)
     _add_decoder(ctx, main)
+    if not ctx.specs:
+        _add_embedded(ctx)
     for name in _required(params):  # whatever else the forward requires, by name
         if name not in ctx.specs:
             ctx.add(_by_name(ctx, name, ctx.specs))
@@ -988,6 +999,33 @@ def _add_extras(ctx: _Ctx) -> None:
         unit = [0.0, 0.0, 1.0, 1.0] * (box.shape[-1] // 4)
         floats = TensorSpec("bbox", box.shape, data=[[unit] * box.shape[1]] * b, text=True)
         ctx.alternatives.append(Alternative([floats], "boxes as floats in [0, 1] (integer boxes failed)"))
+
+
+def _add_embedded(ctx: _Ctx) -> None:
+    """A model fed none of the known inputs, whose own ``embed_<x>`` layers name its inputs
+    (Decision Transformer: ``embed_state`` takes ``states``): one stream per such forward
+    argument, shaped for that layer (a Linear's width, an Embedding's ids), the streams sharing the
+    model's positions (they are interleaved step by step)."""
+    found: list[tuple[str, nn.Module]] = []
+    for arg, param in ctx.params.items():
+        if "Tensor" not in str(param.annotation):  # return_dict and other flags
+            continue
+        for child_name, child in ctx.model.named_children():
+            stem = child_name[len("embed_"):] if child_name.startswith("embed_") else ""
+            if len(stem) >= 3 and arg.startswith(stem) and isinstance(child, (nn.Linear, nn.Embedding)):
+                found.append((arg, child))
+                break
+    if len(found) < 2:
+        return
+    cap = _max_positions(ctx.cfg) or DEFAULT_SEQ_LEN_ENCODER
+    n = max(1, min(DEFAULT_SEQ_LEN_ENCODER, cap // len(found)))
+    ctx.seq = n
+    for arg, layer in found:
+        if isinstance(layer, nn.Embedding):
+            ctx.specs[arg] = TensorSpec(arg, (ctx.b, n), torch.long, layer.num_embeddings)
+        else:
+            ctx.specs[arg] = TensorSpec(arg, (ctx.b, n, layer.in_features))
+    ctx.how.append(f"{len(found)} streams of {n} steps ({', '.join(a for a, _ in found)}), shaped for the model's embed_* layers, sharing its {cap} positions")
 
 
 def _add_decoder(ctx: _Ctx, main: str) -> None:
