@@ -198,3 +198,12 @@ def test_inputs_named_by_the_models_embed_layers():
     assert s["timesteps"] == (1, n)  # embed_timestep: Embedding(max_ep_len, hidden)
     assert 3 * n <= cfg.n_positions  # (return, state, action) per step share the positions
     assert "return_dict" not in s
+
+
+def test_draft_model_block_and_multi_layer_context():
+    cfg, built = _default("muse_glimmer_assistant")
+    s = _shapes(_plan(built))
+    # Its docstring: noise_embeds [batch, config.block_size, dim];
+    # context_hidden_states [batch, n, dim * len(config.target_layer_ids)].
+    assert s["noise_embeds"] == (1, cfg.block_size, cfg.hidden_size)
+    assert s["context_hidden_states"][-1] == cfg.hidden_size * len(cfg.target_layer_ids)

@@ -1120,6 +1120,11 @@ def _vectors(ctx: _Ctx, name: str, seq: int) -> list[TensorSpec]:
         return []
     n = _int(_get(ctx.cfg, "num_query_tokens", "num_latents")) if "query" in name or "latent" in name else None
     n = n or seq
+    block = _int(_get(ctx.cfg, "block_size"))
+    if block and "context" not in name and any(k.startswith("context") for k in ctx.params) and block < n:
+        # A block-diffusion draft model: one block of block_size positions to denoise, beside its context.
+        ctx.how.append(f"{name}: one block of {block} vectors of the config's width {width} (the config's block_size), beside the context")
+        return [TensorSpec(name, (ctx.b, block, width))]
     layers = _get(ctx.cfg, "target_layer_ids")
     if "context" in name and isinstance(layers, (list, tuple)) and len(layers) > 1:
         # A draft model reads the target model's hidden states from several layers, concatenated.
