@@ -119,3 +119,32 @@ def test_bad_cost_options(capsys, argv, needle):
     rc = main(["microsoft/resnet-18", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_deep_model_counted_cut_equals_counted_whole():
+    # A deep model's step is counted with its layer stack cut to 2 and 3 repeats
+    # and extrapolated; the reference is the same model counted whole.
+    from neurarch.build import build_from_config
+    from neurarch.cards import builtin_cards
+    from neurarch.cost.estimate import count_step
+    from neurarch.inputs import plan_inputs
+    from neurarch.trace.run import trace
+
+    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
+               num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+    built = build_from_config(cfg, "llama")
+    opts = InputOptions(seq_len=32)
+    trace(built.model, plan_inputs(built.model, built.config, opts))  # moves the model to fake tensors
+    cut = count_step(built.model, built.config, opts, "bf16-mixed")
+    whole = count_step(built.model, built.config, opts, "bf16-mixed", cut_depth=False)
+    assert cut.method.startswith("traced with the layer stack") and whole.method == "traced whole"
+    assert len(cut.ops1) < len(whole.ops1)
+    for b in (1, 7, 64):
+        assert cut.flops(b) == pytest.approx(whole.flops(b), rel=1e-12)
+        for card in builtin_cards():
+            t_cut, t_whole = step_time(cut, b, card, "bf16-mixed", 10**6), step_time(whole, b, card, "bf16-mixed", 10**6)
+            if t_whole is None:
+                assert t_cut is None
+                continue
+            assert t_cut[0] == pytest.approx(t_whole[0], rel=1e-9)
+            assert t_cut[1] == pytest.approx(t_whole[1], rel=1e-9)

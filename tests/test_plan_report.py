@@ -47,19 +47,22 @@ def test_chosen_batch_fits_and_the_next_does_not():
     from neurarch.cards import Card
     from neurarch.plan.fit import fit_cards
 
+    from neurarch.plan.memory import estimate_with_curve
+
     cache = {}
 
     def at(b):
         if b not in cache:
-            cache[b] = estimate(built, with_batch(plan, b), "full").peak_bytes
+            cache[b] = estimate_with_curve(built, with_batch(plan, b), "full")
         return cache[b]
 
     card = Card("Tiny", 2 * 2**30 / 1e9, None, None, None, True, None, None)
     (fit,) = fit_cards([card], {"full": at}, headroom=1.0)
     b = fit.max_batch["full"]
     assert b >= 1
-    assert estimate(built, with_batch(plan, b), "full").peak_bytes <= card_bytes
-    assert estimate(built, with_batch(plan, b + 1), "full").peak_bytes > card_bytes
+    # The reference: whole simulations (no cut-depth shortcut) at b and b + 1.
+    assert estimate(built, with_batch(plan, b), "full", cut_depth=False).peak_bytes <= card_bytes
+    assert estimate(built, with_batch(plan, b + 1), "full", cut_depth=False).peak_bytes > card_bytes
 
 
 def test_mode_that_does_not_apply_is_reported_not_raised():

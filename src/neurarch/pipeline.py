@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -183,14 +185,109 @@ def _cards(c: CostOptions):
     return cards
 
 
-def _memory(built, plan, opts: Options, cards, structure):
-    """memory.<mode> at the input batch, each card's largest batch per mode, FSDP plans."""
-    from .plan.fit import fit_cards, fsdp_plans
-    from .plan.memory import estimate as simulate_mode
-    from .plan.memory import with_batch
+# --------------------------------------------------------------------------
+# Plan and cost: independent jobs, run side by side where the OS can fork
+# --------------------------------------------------------------------------
+
+_JOBS: dict | None = None  # name -> callable, read by forked workers
+
+
+def _child_init() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _call_job(name: str):
+    try:
+        return name, True, _JOBS[name]()
+    except BaseException as e:  # noqa: BLE001 - carried to the parent as a value
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return name, False, (type(e).__name__, msg)
+
+
+def run_jobs(jobs: dict, workers: int | None = None) -> dict:
+    """``{name: (ok, value or (error type, message))}`` for each job.
+
+    The jobs (one per memory mode, plus the cost count) only read the traced
+    model, so on Linux they run in forked processes, one per CPU core: a
+    forked child sees the model as it is, and returns plain results.
+    Elsewhere, or with one core, they run one after another.
+    """
+    global _JOBS
+    names = list(jobs)
+    if workers is None:
+        workers = min(len(names), os.cpu_count() or 1)
+    if workers <= 1 or len(names) <= 1 or sys.platform != "linux":
+        _JOBS = jobs
+        try:
+            return {n: (ok, v) for n, ok, v in map(_call_job, names)}
+        finally:
+            _JOBS = None
+    import multiprocessing
+
+    _JOBS = jobs
+    try:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_child_init) as pool:
+            return {n: (ok, v) for n, ok, v in pool.imap_unordered(_call_job, names)}
+    finally:
+        _JOBS = None
+
+
+def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
+    """One memory mode: its figures at the input batch, each card's largest batch,
+    and for full fine-tuning the batch-1 and batch-2 figures FSDP plans start from."""
+    from .plan.fit import largest_batch
+    from .plan.memory import estimate_with_curve, with_batch
+
+    p = opts.plan
+    cache: dict = {}
+
+    def at(b):
+        if b not in cache:
+            # Only the input batch is reported in full (first step too); the
+            # batch search needs the steady state alone (half the work).
+            cache[b] = estimate_with_curve(
+                built, with_batch(plan, b), mode, precision=opts.precision, optimizer=p.optimizer,
+                grad_checkpointing=p.grad_checkpointing, lora_rank=p.lora_rank, context_len=p.context_len,
+                steady_only=b != plan.batch,
+            )
+        return cache[b]
+
+    out = {"memory": at(plan.batch)[0], "fits": {}}
+    for card in cards or []:
+        out["fits"][card.name] = largest_batch(at, card.memory_bytes / p.headroom)
+    if mode == "full" and any(b == 0 for b, _ in out["fits"].values()):
+        out["one"], out["two"] = at(1)[0], at(2)[0]
+    return out
+
+
+def _memory_and_work(built, plan, opts: Options, cards, structure, source):
+    """memory.<mode> at the input batch, each card's largest batch per mode, FSDP
+    plans, and the cost's per-op work (counted alongside)."""
+    from .plan.fit import CardFit, fsdp_plans
     from .plan.schema import MemoryAssumptions, MemorySection
 
     p = opts.plan
+    jobs = {}
+    if p is not None:
+        for mode in p.modes:
+            jobs[mode] = lambda mode=mode: _mode_job(built, plan, opts, cards, mode)
+    if opts.cost is not None:
+        from .cost import count_step
+
+        jobs["cost"] = lambda: count_step(built.model, built.config, opts.inputs, opts.cost.precision, source.default_input_shape)
+    # The slowest first, so two workers finish together.
+    order = [n for n in ("lora", "qlora", "full", "cost", "inference") if n in jobs]
+    results = run_jobs({n: jobs[n] for n in order})
+    work = None
+    if "cost" in results:
+        ok, value = results["cost"]
+        if not ok:
+            raise RuntimeError(f"counting the step's work failed: {value[0]}: {value[1]}")
+        work = value
+    if p is None:
+        return None, [], [], work
     section = MemorySection(
         assumptions=MemoryAssumptions(
             precision=opts.precision,
@@ -204,50 +301,35 @@ def _memory(built, plan, opts: Options, cards, structure):
             "peak_bytes adds caching-allocator rounding and fixed CUDA overhead",
         )
     )
-    caches: dict[str, dict] = {}
-    peak_fns = {}
+    fits = [CardFit(name=c.name, memory_bytes=c.memory_bytes, memory_basis="usable" if c.usable_gib is not None else "nominal") for c in cards or []]
+    full = None
     for mode in p.modes:
-        cache: dict = {}
-
-        def at(b, mode=mode, cache=cache):
-            if b not in cache:
-                cache[b] = simulate_mode(
-                    built, with_batch(plan, b), mode, precision=opts.precision, optimizer=p.optimizer,
-                    grad_checkpointing=p.grad_checkpointing, lora_rank=p.lora_rank, context_len=p.context_len,
-                )
-            return cache[b]
-
-        try:
-            setattr(section, mode, at(plan.batch))
-        except Exception as e:  # a mode that does not apply or cannot run is a result, not a crash
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            section.errors[mode] = msg[:300]
+        ok, value = results[mode]
+        if not ok:  # a mode that does not apply or cannot run is a result, not a crash
+            section.errors[mode] = value[1][:300]
             continue
-        caches[mode] = cache
-        peak_fns[mode] = lambda b, at=at: at(b).peak_bytes
-    fits = fit_cards(cards, peak_fns, p.headroom) if cards else []
+        setattr(section, mode, value["memory"])
+        for fit in fits:
+            fit.max_batch[mode], fit.checked[mode] = value["fits"][fit.name]
+        if mode == "full":
+            full = value
     multi = []
-    if "full" in caches:
-        peak_fns["full"](1)  # cached: fit_cards simulated batch 1 already
-        one = caches["full"][1]
-        if any(f.max_batch.get("full") == 0 for f in fits):
-            peak_fns["full"](2)
-            two = caches["full"][2]
-            # Growth per sample of what sharding does not divide, from the two
-            # simulated peaks; None when both peaks sit where activations are gone.
-            grow = lambda m: m.breakdown.activations + m.breakdown.temporary  # noqa: E731
-            per_sample = grow(two) - grow(one) if two.phase == one.phase and grow(two) > grow(one) else None
-            elem = 4 if opts.precision == "fp32" else 2
-            largest = max((n.parameters for n in structure.nodes), default=0) * elem
-            multi = fsdp_plans(cards, "full", one.breakdown, one.peak_bytes, per_sample, largest, p.headroom)
-    return section, fits, multi
+    if full is not None and "one" in full:
+        one, two = full["one"], full["two"]
+        # Growth per sample of what sharding does not divide, from the two
+        # simulated peaks; None when both peaks sit where activations are gone.
+        grow = lambda m: m.breakdown.activations + m.breakdown.temporary  # noqa: E731
+        per_sample = grow(two) - grow(one) if two.phase == one.phase and grow(two) > grow(one) else None
+        elem = 4 if opts.precision == "fp32" else 2
+        largest = max((n.parameters for n in structure.nodes), default=0) * elem
+        multi = fsdp_plans(cards, "full", one.breakdown, one.peak_bytes, per_sample, largest, p.headroom)
+    return section, fits, multi, work
 
 
-def _cost(built, source, opts: Options, plan, trainable: int, cards, full_fits=None):
-    from .cost import count_step, estimate
+def _cost(work, opts: Options, plan, trainable: int, cards, full_fits=None):
+    from .cost import estimate
 
     c = opts.cost
-    work = count_step(built.model, built.config, opts.inputs, c.precision, source.default_input_shape)
     tokens = c.tokens
     samples = c.samples if c.samples is not None else (None if tokens is not None else 50_000)
     return estimate(
@@ -289,11 +371,11 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         fits: list = []
         multi: list = []
         traced = result.forward.ok and result.backward is not None and result.backward.ok
-        if opts.plan is not None and traced:
-            memory, fits, multi = _memory(built, plan, opts, cards, structure)
-        if opts.cost is not None and traced:
-            full = {f.name: f.max_batch.get("full") for f in fits} if fits and "full" in opts.plan.modes else None
-            cost = _cost(built, source, opts, plan, params.trainable, cards, full)
+        if (opts.plan is not None or opts.cost is not None) and traced:
+            memory, fits, multi, work = _memory_and_work(built, plan, opts, cards, structure, source)
+            if opts.cost is not None:
+                full = {f.name: f.max_batch.get("full") for f in fits} if fits and "full" in opts.plan.modes else None
+                cost = _cost(work, opts, plan, params.trainable, cards, full)
 
     warnings = []
     if source.checkpoint is None:

@@ -18,7 +18,9 @@ models take a different path there, e.g. a sum over the batch becomes a copy.)
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -26,6 +28,7 @@ from torch import nn
 
 from ..cards import Card
 from ..inputs import InputOptions, InputPlan, plan_inputs
+from ..plan.depth import Stack, find_stack
 from ..trace.run import _loss
 from .counter import OpCounter, OpRecord
 from .schema import CostAssumptions, CostCard, CostHeadline, CostSection
@@ -50,22 +53,31 @@ PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
 
 @dataclass
 class StepWork:
-    """Per-op FLOPs and bytes at batch 2 and 3 (for the affine extrapolation)."""
+    """Per-op FLOPs and bytes at batch 2 and 3 (for the affine extrapolation).
+
+    ``weights`` (one per op, default 1) say how many times an op counts: a deep
+    model is counted cut to 2 and 3 repeats of its layer stack, and a sum over
+    ops at n repeats is (3 - n) x the 2-repeat run's + (n - 2) x the 3-repeat
+    run's, exactly (each repeat runs the same ops).
+    """
 
     ops1: list[OpRecord]
     ops2: list[OpRecord]
     unknown: set[str]
+    weights: list[float] | None = None
+    method: str = "traced whole"
 
-    def at(self, batch: int) -> list[tuple[float, float, bool, bool]]:
-        """(flops, bytes, matmul, causal) of each op at this batch."""
+    def at(self, batch: int) -> list[tuple[float, float, bool, bool, float]]:
+        """(flops, bytes, matmul, causal, weight) of each op at this batch."""
         k = batch - 2
+        weights = self.weights or [1.0] * len(self.ops1)
         return [
-            (a.flops + (b.flops - a.flops) * k, a.bytes + (b.bytes - a.bytes) * k, a.matmul, a.causal)
-            for a, b in zip(self.ops1, self.ops2)
+            (a.flops + (b.flops - a.flops) * k, a.bytes + (b.bytes - a.bytes) * k, a.matmul, a.causal, w)
+            for a, b, w in zip(self.ops1, self.ops2, weights)
         ]
 
     def flops(self, batch: int) -> float:
-        return sum(f for f, _, _, _ in self.at(batch))
+        return sum(f * w for f, _, _, _, w in self.at(batch))
 
 
 def _count(model: nn.Module, plan: InputPlan, float_bytes: int) -> OpCounter:
@@ -86,9 +98,7 @@ def _count(model: nn.Module, plan: InputPlan, float_bytes: int) -> OpCounter:
     return counter
 
 
-def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, default_shape=None) -> StepWork:
-    """Trace one training step's ops at batch 2 and 3."""
-    float_bytes = 4 if precision == "fp32" else 2
+def _count_at_2_and_3(model: nn.Module, cfg, opts: InputOptions, float_bytes: int, default_shape) -> tuple[OpCounter, OpCounter]:
     works = []
     for b in (2, 3):
         o = InputOptions(batch=b, seq_len=opts.seq_len, image_size=opts.image_size, input_shape=opts.input_shape)
@@ -96,6 +106,50 @@ def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, defaul
     c1, c2 = works
     if [r.op for r in c1.records] != [r.op for r in c2.records]:
         raise RuntimeError("the model runs different ops at batch 2 and 3; cannot extrapolate")
+    return c1, c2
+
+
+@contextlib.contextmanager
+def _cut(model: nn.Module, stack: Stack, units: int):
+    """The model with its layer stack cut to ``units`` repeats, in place, for the block."""
+    parent_path, _, attr = stack.path.rpartition(".")
+    parent = model.get_submodule(parent_path) if parent_path else model
+    full = getattr(parent, attr)
+    setattr(parent, attr, nn.ModuleList(list(full)[: stack.depth(units)]))
+    try:
+        yield
+    finally:
+        setattr(parent, attr, full)
+
+
+def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, default_shape=None, *, cut_depth: bool = True) -> StepWork:
+    """Trace one training step's ops at batch 2 and 3 (a deep model cut to 2 and 3
+    repeats of its layer stack, see :class:`StepWork`)."""
+    float_bytes = 4 if precision == "fp32" else 2
+    stack = find_stack(model) if cut_depth else None
+    if stack is not None and stack.units > 3:
+        try:
+            runs = []
+            for units in (2, 3):
+                with _cut(model, stack, units):
+                    runs.append(_count_at_2_and_3(model, cfg, opts, float_bytes, default_shape))
+            (a1, a2), (b1, b2) = runs
+            # The 3-repeat run must make every op of the 2-repeat run, and one repeat's more.
+            extra = Counter(r.op for r in b1.records)
+            extra.subtract(Counter(r.op for r in a1.records))
+            if min(extra.values(), default=0) < 0 or sum(extra.values()) <= 0:
+                raise RuntimeError("the cut runs do not line up")
+            n = stack.units
+            return StepWork(
+                a1.records + b1.records, a2.records + b2.records,
+                a1.unknown_matmul_like | b1.unknown_matmul_like,
+                weights=[3.0 - n] * len(a1.records) + [n - 2.0] * len(b1.records),
+                method=f"traced with the layer stack {stack.describe()} cut to {stack.depth(2)} and {stack.depth(3)} layers, "
+                f"extrapolated to {stack.length}",
+            )
+        except Exception:  # the cut model does not run: count it whole
+            pass
+    c1, c2 = _count_at_2_and_3(model, cfg, opts, float_bytes, default_shape)
     return StepWork(c1.records, c2.records, c1.unknown_matmul_like | c2.unknown_matmul_like)
 
 
@@ -115,10 +169,10 @@ def step_time(work: StepWork, batch: int, card: Card, precision: str, trainable:
     flops_rate = peak * COMPUTE_EFFICIENCY
     bw = card.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY
     total = compute_time = 0.0
-    for flops, nbytes, matmul, causal in work.at(batch):
+    for flops, nbytes, matmul, causal, weight in work.at(batch):
         t_c = flops / flops_rate * (0.5 if causal else 1.0)  # causal kernels skip the masked half
         t_m = nbytes / bw
-        t = max(t_c, t_m) + LAUNCH_SECONDS
+        t = (max(t_c, t_m) + LAUNCH_SECONDS) * weight
         total += t
         if t_c > t_m:
             compute_time += t
@@ -203,6 +257,7 @@ def estimate(
             bandwidth_efficiency=BANDWIDTH_EFFICIENCY,
             launch_seconds=LAUNCH_SECONDS,
             optimizer="adamw (28 bytes per trainable parameter per step)",
+            work_method=work.method,
             sources=(
                 "achievable fractions measured on an H200 (bf16 matmul 788 of 989 TFLOP/s; copy 4.3 of 4.8 TB/s) and "
                 "applied to every card; card rates, bandwidths and prices from neurarch/data/cards.tsv with their sources"

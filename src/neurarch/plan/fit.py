@@ -1,10 +1,12 @@
 """What fits on which card: the largest batch per card and mode, and sharded plans.
 
-The memory simulation (:mod:`.memory`) gives a CUDA card's need at a batch.
-For each mode we simulate batch 1 and 2 (shared by every card), predict each
-card's largest batch from the line through them, and then **simulate that
-batch** to check it; when it does not fit we step down along the line through
-the simulated points until one does.  A card fits a batch when
+The memory simulation (:mod:`.memory`) gives a CUDA card's need at a batch,
+and what the card holds right after every op (the curve).  For each mode we
+simulate batch 1 and 2 (shared by every card); each op's bytes lie on a line
+in the batch, so each card's largest batch is where the first of those lines
+crosses its memory.  Then we **simulate that batch** to check it; when it does
+not fit (allocator rounding is not linear) we predict again between the
+largest batch known to fit and the one that failed.  A card fits a batch when
 ``peak_bytes x headroom <= card memory`` (headroom 1.15 by default, as the seed).
 
 Where batch 1 does not fit one card, ``fsdp_plans`` estimates FSDP / ZeRO-3
@@ -49,37 +51,67 @@ class MultiGpuPlan(_Model):
     method: str
 
 
-def largest_batch(peak_at: Callable[[int], int], budget: float, p1: int, p2: Callable[[], int], limit: int = MAX_BATCH_SEARCHED) -> tuple[int, bool]:
-    """Largest batch with ``peak_at(batch) <= budget``; (0, True) when batch 1 does not fit.
+def batch_from_curves(a, b, budget: float, limit: int = MAX_BATCH_SEARCHED) -> int | None:
+    """The largest batch whose every op label stays within ``budget``, each label's
+    value taken on the line through curves ``a`` and ``b`` (two batches of the same
+    model), or None when the two runs do not line up op by op.
 
-    ``peak_at`` is a cached simulation.  Returns the batch and whether it was simulated.
+    Every storage alive at a labelled op is either fixed (weights, optimizer state)
+    or made per sample, so each label's bytes grow linearly with the batch; the
+    peak is the largest label, and the batch must keep each one under the budget.
     """
-    if p1 > budget:
+    if a is None or b is None or a.batch == b.batch or a.values.keys() != b.values.keys():
+        return None
+    best = limit
+    for key, va in a.values.items():
+        slope = (b.values[key] - va) / (b.batch - a.batch)
+        if slope <= 0:
+            continue
+        best = min(best, a.batch + math.floor((budget - va) / slope))
+    return max(best, 0)
+
+
+def largest_batch(sim_at: Callable[[int], tuple], budget: float, limit: int = MAX_BATCH_SEARCHED) -> tuple[int, bool]:
+    """Largest batch with ``peak_bytes <= budget``; (0, True) when batch 1 does not fit.
+
+    ``sim_at(batch)`` is a cached simulation returning ``(MemoryMode, Curve)``.
+    The batch is predicted from the per-op lines through batch 1 and 2, then
+    simulated; if it does not fit, predicted again between the largest batch
+    known to fit and the one that failed.  Returns the batch and whether it was simulated.
+    """
+    known: dict[int, tuple] = {1: sim_at(1)}
+    if known[1][0].peak_bytes > budget:
         return 0, True
-    slope = p2() - p1
-    if slope <= 0:
-        return limit, False
-    c = int(min(limit, max(1, math.floor((budget - (p1 - slope)) / slope))))
+    known[2] = sim_at(2)
+    c = batch_from_curves(known[1][1], known[2][1], budget, limit)
+    if c is None:  # the runs do not line up: the line through the two peaks
+        p1, p2 = known[1][0].peak_bytes, known[2][0].peak_bytes
+        if p2 <= p1:
+            return limit, False
+        c = int(min(limit, max(1, math.floor(1 + (budget - p1) / (p2 - p1)))))
     for _ in range(8):
-        pc = peak_at(c)
-        if pc <= budget:
+        c = max(1, min(limit, c))
+        if c not in known:
+            known[c] = sim_at(c)
+        lo = max(b for b, (m, _) in known.items() if m.peak_bytes <= budget)
+        if known[c][0].peak_bytes <= budget:
             return c, True
-        if c <= 2:
-            return 1, True  # batch 1 fits (p1 <= budget)
-        # Step down along the line through (1, p1) and (c, pc).
-        k = (pc - p1) / (c - 1)
-        nxt = 1 + math.floor((budget - p1) / k) if k > 0 else c - 1
-        c = max(1, min(c - 1, nxt))
-    return 1, True
+        if c - 1 <= lo:
+            return lo, True
+        nxt = batch_from_curves(known[lo][1], known[c][1], budget, limit)
+        if nxt is None:  # the line through the two peaks
+            pl, pc = known[lo][0].peak_bytes, known[c][0].peak_bytes
+            nxt = lo + math.floor((budget - pl) * (c - lo) / (pc - pl)) if pc > pl else c - 1
+        c = max(lo, min(c - 1, nxt))
+    return max(b for b, (m, _) in known.items() if m.peak_bytes <= budget), True
 
 
-def fit_cards(cards: list[Card], modes: dict[str, Callable[[int], int]], headroom: float = DEFAULT_HEADROOM) -> list[CardFit]:
-    """``modes`` maps a mode to a cached ``batch -> peak_bytes`` simulation."""
+def fit_cards(cards: list[Card], modes: dict[str, Callable[[int], tuple]], headroom: float = DEFAULT_HEADROOM) -> list[CardFit]:
+    """``modes`` maps a mode to a cached ``batch -> (MemoryMode, Curve)`` simulation."""
     out = [CardFit(name=c.name, memory_bytes=c.memory_bytes, memory_basis="usable" if c.usable_gib is not None else "nominal") for c in cards]
-    for mode, peak_at in modes.items():
-        p1 = peak_at(1)
+    for mode, sim_at in modes.items():
         for card, fit in zip(cards, out):
-            b, checked = largest_batch(peak_at, card.memory_bytes / headroom, p1, lambda: peak_at(2))
+            b, checked = largest_batch(sim_at, card.memory_bytes / headroom)
             fit.max_batch[mode] = b
             fit.checked[mode] = checked
     return out

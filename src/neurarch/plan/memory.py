@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import gc
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -42,12 +44,13 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from ..build import BuiltModel
 from ..errors import NeurarchError
 from ..inputs import InputPlan
+from . import depth
 from .fakefix import FakeGaps, unpacked_sequences
 from .overhead import cuda_round, fixed_overhead
 from .schema import MemoryBreakdown, MemoryMode, MemorySection
 from .semantics import CudaKernels
-from .step import DEFAULT_LORA_RANK, Observer, PlanOptionError, TrainSetup, autocast_for, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable
-from .tracker import GRADIENT, INPUT, WEIGHTS, Life, LiveTracker
+from .step import DEFAULT_LORA_RANK, Observer, PlanOptionError, TrainSetup, autocast_for, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
+from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, LiveTracker
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporary")
 
@@ -67,6 +70,8 @@ def category(life: Life) -> str:
         return "weights"
     if life.role == GRADIENT:
         return "gradients"
+    if life.role == OPTIMIZER:
+        return "optimizer"
     if life.role == INPUT:
         return "activations"
     if life.phase == "optimizer":
@@ -74,6 +79,15 @@ def category(life: Life) -> str:
     if life.phase in ("forward", "prefill", "decode") and life.survives_forward:
         return "activations"  # in inference: the KV cache
     return "temporary"
+
+
+@dataclass
+class Curve:
+    """Per op label, what a CUDA card holds right after it (rounded live bytes plus the
+    fixed overhead) at ``batch``; the peak_bytes is the largest value."""
+
+    batch: int
+    values: dict
 
 
 @dataclass
@@ -98,6 +112,9 @@ class Simulation:
     rounded_bytes: int = 0  # steady peak with CUDA's 512-byte rounding per allocation
     kv_cache_bytes: int | None = None
     context_len: int | None = None
+    ops: list | None = field(repr=False, default=None)  # (event, step, phase, module) per op, when recorded
+    method: str = "simulated"  # or how the figures were extrapolated (neurarch.plan.depth)
+    curve: dict | None = field(repr=False, default=None)  # label -> rounded live bytes at the steady state (see fit.py)
 
     @property
     def steady(self) -> Peak:
@@ -261,7 +278,7 @@ def _value_tools():
     return ValueMode, quiet_fake_logs
 
 
-def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None) -> tuple[LiveTracker, _Watch]:
+def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
     QLoRA's weights are quantized first, with bitsandbytes' own code on fake
@@ -270,6 +287,8 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     _to_fake(model, mode)
     tracker = LiveTracker(model, prefix_strip=("base_model.model.",))
+    if record_ops:
+        tracker.ops = []
     held = _fake_attributes(model, mode)
     gaps = FakeGaps()
     watch = _Watch(tracker, gaps)
@@ -289,7 +308,9 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
             warnings.simplefilter("ignore")
             plan.resolve(base, values)  # a probe run: not part of the tracked step
         del values
-    gc.collect()
+    # No collection during the tracked run: frees happen where reference counts
+    # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)
+    gc.collect(0)
     gc.disable()
     try:
         with warnings.catch_warnings(), unpacked_sequences(), mode, gaps, kernels, tracker:
@@ -304,12 +325,18 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     return tracker, watch
 
 
-def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None, *, steps: int = 2) -> Simulation:
-    """Simulate ``steps`` training steps of ``built`` on fake tensors."""
+def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None, *, steps: int = 2, record_ops: bool = False,
+             steady_only: bool = False) -> Simulation:
+    """Simulate ``steps`` training steps of ``built`` on fake tensors.
+
+    ``steady_only``: only step 2, after a warm-up that makes the optimizer state
+    without step 1's forward and backward (:func:`~neurarch.plan.step.warm_up`);
+    half the work, for the batch search, where only the steady state counts.
+    """
     setup = setup or TrainSetup()
     setup.validate()
     if setup.mode == "inference":
-        return simulate_inference(built, plan, setup)
+        return simulate_inference(built, plan, setup, record_ops=record_ops)
     if not 1 <= steps <= 8:
         raise PlanOptionError(f"steps must be 1 to 8, got {steps}")
     base = meta_copy(built.model)
@@ -324,22 +351,29 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
             if isinstance(t, torch.Tensor):
                 tracker.register(t, INPUT)
         optimizer = make_optimizer(trainable(model), setup)
-        train(model, batch, optimizer, setup, steps, watch, device_type="cpu")
+        if steady_only:
+            with watch.phase(1, "optimizer"):  # step 1's optimizer step alone: it makes the state
+                for t in warm_up(optimizer, trainable(model)):
+                    tracker.mark(t, OPTIMIZER)
+            train(model, batch, optimizer, setup, 1, watch, device_type="cpu", first_step=2)
+        else:
+            train(model, batch, optimizer, setup, steps, watch, device_type="cpu")
 
-    tracker, watch = _run(model, setup, body, plan)
+    tracker, watch = _run(model, setup, body, plan, record_ops)
     lives = tracker.lives
     starts = {(step, ph): ev for ev, step, ph in watch.phase_starts}
     step_peaks = []
-    for s in range(1, steps + 1):
+    for s in ([2] if steady_only else range(1, steps + 1)):
         lo = starts.get((s, "forward"), 0)
         hi = starts.get((s, "end-optimizer"), tracker.events)
         step_peaks.append(_peak_of(lives, lo, hi))
     # The rounded replay of the steady part (step 2 on), for peak_bytes.
-    lo = starts.get((min(2, steps), "forward"), 0)
+    lo = starts.get((2 if steady_only else min(2, steps), "forward"), 0)
     rounded = _replay(lives, lo, tracker.events, cuda_round)[0]
-    sim = Simulation(setup, steps, max(step_peaks, key=lambda p: p.bytes), step_peaks,
+    sim = Simulation(setup, 1 if steady_only else steps, max(step_peaks, key=lambda p: p.bytes), step_peaks,
                      sum(p.numel() for p in trainable(model)), _count(model), lives)
     sim.rounded_bytes = rounded
+    sim.ops = tracker.ops
     return sim
 
 
@@ -398,7 +432,7 @@ def _cache_of(out):
     return None
 
 
-def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, context_len: int | None = None) -> Simulation:
+def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, context_len: int | None = None, record_ops: bool = False) -> Simulation:
     """Prefill at the input shape; for decoders, then the KV cache at ``context_len``
     tokens and one decode step on it.  Weights are held in the compute dtype."""
     model = prepare(meta_copy(built.model), setup)
@@ -436,7 +470,7 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
                 out = model(input_ids=step_ids, **{cache_arg: cache}, **extra)
             del out
 
-    tracker, watch = _run(model, setup, body, plan)
+    tracker, watch = _run(model, setup, body, plan, record_ops)
     lives = tracker.lives
     peak = _peak_of(lives, 0, tracker.events)
     # The prefill at context_len only builds the cache; what generation needs is
@@ -452,6 +486,117 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
     ) if peaks else _replay(lives, 0, tracker.events, cuda_round)[0]
     sim.kv_cache_bytes = info.get("kv")
     sim.context_len = ctx if decoder else None
+    sim.ops = tracker.ops
+    return sim
+
+
+# --------------------------------------------------------------------------
+# Deep models: two cut runs, extrapolated (neurarch.plan.depth)
+# --------------------------------------------------------------------------
+
+_STACKS: "weakref.WeakKeyDictionary[nn.Module, object]" = weakref.WeakKeyDictionary()
+_NO_CUT: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()  # model -> {(mode, ...): why}
+CUT_UNITS = (2, 3)
+
+
+def stack_of(model: nn.Module):
+    """The model's repeated layer stack (cached per model), or None."""
+    if model not in _STACKS:
+        _STACKS[model] = depth.find_stack(model)
+    return _STACKS[model]
+
+
+def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None,
+                      steady_only: bool = False) -> Simulation | None:
+    """The simulation of ``built`` from two runs with its layer stack cut short, or
+    None when the model has no stack worth cutting.  Raises depth.NotRepeating
+    when the two runs do not line up op by op (then simulate the whole model)."""
+    stack = stack_of(built.model)
+    if stack is None:
+        return None
+    runs = []
+    for units in CUT_UNITS:
+        cut = dataclasses.replace(built, model=depth.cut(built.model, stack, units, meta_copy))
+        if setup.mode == "inference":
+            sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
+        else:
+            sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+        runs.append((sim, depth.points(sim.lives, sim.ops, stack, units, category, cuda_round)))
+    (sa, pa), (sb, pb) = runs
+    ua, ub = CUT_UNITS
+    pts = depth.extrapolate(pa, pb, ua, ub, stack)
+
+    def peak(keep) -> tuple[Peak, int]:
+        p, rounded = depth.peak_over(pts, keep)
+        if p is None:
+            raise depth.NotRepeating("no op in the phase")
+        return Peak(p.total, -1, p.step, p.phase, p.module, dict(zip(depth.CATEGORIES, p.cats))), rounded
+
+    if setup.mode == "inference":
+        parts = {(1, "prefill"), (3, "decode")}
+        has = {(p.step, p.phase) for p in pts.values()} & parts
+        best, rounded = peak(lambda s, ph: (s, ph) in has if has else True)
+        step_peaks = [best]
+    else:
+        steps_run = sorted({p.step for p in pts.values()})
+        step_peaks = [peak(lambda s, ph, k=k: s == k)[0] for k in steps_run]
+        best = max(step_peaks, key=lambda p: p.bytes)
+        rounded = peak(lambda s, ph: s >= min(2, steps_run[-1]))[1]
+    n = stack.units
+    keep = _steady_filter(setup, pts)
+    sim = Simulation(setup, sb.steps, best, step_peaks,
+                     depth.line_int(sa.trainable_parameters, sb.trainable_parameters, ua, ub, n),
+                     depth.line_int(sa.parameters, sb.parameters, ua, ub, n))
+    sim.rounded_bytes = rounded
+    sim.kv_cache_bytes = depth.line_int(sa.kv_cache_bytes, sb.kv_cache_bytes, ua, ub, n)
+    sim.context_len = sb.context_len
+    sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
+    sim.method = (f"simulated with the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, "
+                  f"and extrapolated to {stack.length} (exact: the two runs checked op by op)")
+    return sim
+
+
+def _steady_filter(setup: TrainSetup, pts: dict):
+    """Which labels count for the peak that decides a fit: step 2 on in training, the
+    prefill at the input shape and the decode step in inference."""
+    if setup.mode == "inference":
+        has = {(p.step, p.phase) for p in pts.values()} & {(1, "prefill"), (3, "decode")}
+        return (lambda s, ph: (s, ph) in has) if has else (lambda s, ph: True)
+    last = max((p.step for p in pts.values()), default=1)
+    return lambda s, ph: s >= min(2, last)
+
+
+_NO_STACK = depth.Stack("\0", 0, 0, 1)  # labels every op as outside any stack
+
+
+def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None,
+                  cut_depth: bool = True, steady_only: bool = False) -> Simulation:
+    """Simulate one mode: by depth when the model has a stack worth cutting, else whole."""
+    why = None
+    failed = _NO_CUT.setdefault(built.model, {})
+    key = (setup.mode, setup.precision, setup.optimizer, setup.grad_checkpointing, setup.lora_rank, setup.device)
+    if cut_depth and key in failed:
+        why = failed[key]  # it did not line up at another batch: do not try again
+    elif cut_depth:
+        try:
+            sim = simulate_by_depth(built, plan, setup, steps=steps, context_len=context_len, steady_only=steady_only)
+        except PlanOptionError:
+            raise
+        except Exception as e:  # the cut model does not run or does not line up: simulate it whole
+            sim = None
+            why = failed[key] = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        if sim is not None:
+            return sim
+    if setup.mode == "inference":
+        sim = simulate_inference(built, plan, setup, context_len=context_len, record_ops=True)
+    else:
+        sim = simulate(built, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+    pts = depth.points(sim.lives, sim.ops, _NO_STACK, 0, category, cuda_round)
+    keep = _steady_filter(setup, pts)
+    sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
+    sim.ops = None
+    if why:
+        sim.method = f"simulated whole (the cut-depth shortcut did not apply: {why})"
     return sim
 
 
@@ -459,7 +604,12 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
 # The report section
 # --------------------------------------------------------------------------
 
-def estimate(
+def estimate(built: BuiltModel, plan: InputPlan, mode: str = "full", **options) -> MemoryMode:
+    """One ``memory.<mode>`` section: simulate, then add the CUDA overhead."""
+    return estimate_with_curve(built, plan, mode, **options)[0]
+
+
+def estimate_with_curve(
     built: BuiltModel,
     plan: InputPlan,
     mode: str = "full",
@@ -472,18 +622,22 @@ def estimate(
     steps: int = 2,
     context_len: int | None = None,
     hopper: bool = True,
-) -> MemoryMode:
-    """One ``memory.<mode>`` section: simulate, then add the CUDA overhead."""
+    cut_depth: bool = True,
+    steady_only: bool = False,
+) -> tuple[MemoryMode, "Curve | None"]:
+    """``estimate`` and the per-op curve the batch search extrapolates (:mod:`.fit`).
+
+    ``steady_only`` simulates step 2 alone (see :func:`simulate`): the figures
+    that decide a fit are the same, the first step's peak is not known (None).
+    """
     setup = TrainSetup(mode=mode, precision=precision, optimizer=optimizer, grad_checkpointing=grad_checkpointing,
                        lora_rank=lora_rank, device=device)
     setup.validate()
-    if mode == "inference":
-        sim = simulate_inference(built, plan, setup, context_len=context_len)
-    else:
-        sim = simulate(built, plan, setup, steps=steps)
+    sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth,
+                        steady_only=steady_only and mode != "inference")
     peak = sim.steady
     peak_bytes = sim.rounded_bytes + fixed_overhead(training=mode != "inference", hopper=hopper)
-    notes = []
+    notes = [] if sim.method == "simulated" else [sim.method]
     if device == "cuda":
         notes.append("peak_bytes: caching-allocator rounding, cuBLAS workspaces and the CUDA context are included; allocator fragmentation is not")
         if precision.endswith("-mixed"):
@@ -494,10 +648,12 @@ def estimate(
     if mode == "qlora":
         notes.append("QLoRA as peft's prepare_model_for_kbit_training leaves it: non-quantized weights (embeddings, norms, head) "
                      "in fp32; that helper also turns on gradient checkpointing by default, here only with grad_checkpointing")
+    overhead = peak_bytes - sim.rounded_bytes
+    curve = Curve(plan.batch, {k: v + overhead for k, v in sim.curve.items()}) if sim.curve else None
     return MemoryMode(
         peak_tensor_bytes=peak.bytes,
         peak_bytes=peak_bytes,
-        first_step_peak_tensor_bytes=sim.first.bytes,
+        first_step_peak_tensor_bytes=None if steady_only and mode != "inference" else sim.first.bytes,
         phase=peak.phase,
         module=peak.module,
         step=peak.step,
@@ -513,7 +669,7 @@ def estimate(
         kv_cache_bytes=sim.kv_cache_bytes,
         context_len=sim.context_len,
         notes=notes,
-    )
+    ), curve
 
 
 MODES_DEFAULT = ("full", "lora", "qlora", "inference")

@@ -33,7 +33,7 @@ class MemoryBreakdown(_Model):
 class MemoryMode(_Model):
     peak_tensor_bytes: int = Field(description="Simulated steady-state peak of live tensor bytes (step 2 on: optimizer state alive).")
     peak_bytes: int = Field(description="CUDA card need: peak with the caching allocator's 512-byte rounding plus fixed overhead (CUDA context, cuBLAS workspaces).")
-    first_step_peak_tensor_bytes: int = Field(description="The first step's peak (no optimizer state yet during forward/backward).")
+    first_step_peak_tensor_bytes: Optional[int] = Field(description="The first step's peak (no optimizer state yet during forward/backward).")
     phase: str = Field(description="Phase at the steady peak: forward | backward | optimizer (training); prefill | decode (inference).")
     module: Optional[str] = Field(None, description="Innermost module running at the peak (qualified name), when known.")
     step: int = Field(description="Simulated step in which the peak happened.")

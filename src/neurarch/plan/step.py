@@ -332,6 +332,18 @@ def trainable(model: nn.Module) -> list[nn.Parameter]:
     return out
 
 
+def warm_up(optimizer: torch.optim.Optimizer, params: list[nn.Parameter]) -> list[torch.Tensor]:
+    """What step 1 leaves for step 2, without its forward and backward: one
+    optimizer step on zero gradients makes the optimizer's state (the same
+    tensors a real step makes), then the gradients go (``set_to_none``).
+    Returns the state's tensors."""
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return [t for state in optimizer.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
+
+
 def make_optimizer(params: list[nn.Parameter], setup: TrainSetup) -> torch.optim.Optimizer:
     """The optimizer, as torch would pick it on the target device.
 
@@ -495,9 +507,11 @@ def train(
     *,
     device_type: str = "cpu",
     loss_fn: Callable[[Any], torch.Tensor] = loss_of,
+    first_step: int = 1,
 ) -> None:
-    """``steps`` training steps; every reference is dropped where a training loop drops it."""
-    for step in range(1, steps + 1):
+    """``steps`` training steps, numbered from ``first_step``; every reference is
+    dropped where a training loop drops it."""
+    for step in range(first_step, first_step + steps):
         with observer.phase(step, "forward"):
             with autocast_for(setup, device_type):
                 out = model(**batch)

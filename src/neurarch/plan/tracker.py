@@ -39,6 +39,7 @@ from torch.utils._pytree import tree_leaves
 WEIGHTS = "weights"
 INPUT = "input"
 GRADIENT = "gradient"
+OPTIMIZER = "optimizer"  # state made by a warm-up step before tracking (steady-state runs)
 
 
 @dataclass(slots=True)
@@ -149,6 +150,9 @@ class LiveTracker(TorchDispatchMode):
         self.nodes = _NodeNames(self.modules)
         self._bw_module: str | None = None
         self.closed = False
+        # (event, step, phase, module) after each op, when asked for: what
+        # neurarch.plan.depth needs to line up two runs op by op.
+        self.ops: list[tuple[int, int, str, str | None]] | None = None
 
     # -- the training loop's calls ---------------------------------------
     def set_phase(self, step: int, phase: str) -> None:
@@ -175,12 +179,16 @@ class LiveTracker(TorchDispatchMode):
             entry[0].role = role
 
     # -- bookkeeping -------------------------------------------------------
-    def _module(self) -> str | None:
+    def _module(self, peek: bool = False) -> str | None:
+        """The module running now; ``peek`` asks without moving the backward
+        attribution on (recording ops must not change what lives are counted against)."""
         if self.phase == "backward":
             node = torch._C._current_autograd_node()
             if node is not None:
                 name = self.nodes.by_node.get(id(node))
                 if name is not None:
+                    if peek:
+                        return name
                     self._bw_module = name
             return self._bw_module
         return self.modules.current
@@ -231,6 +239,8 @@ class LiveTracker(TorchDispatchMode):
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor):
                     self._see(t)
+            if self.ops is not None:
+                self.ops.append((self.events, self.step, self.phase, self._module(peek=True)))
         return out
 
     def __enter__(self):

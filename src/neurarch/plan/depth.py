@@ -1,0 +1,301 @@
+"""Simulate a deep model at two small depths and extrapolate, exactly.
+
+A 70B decoder is 80 copies of one layer.  Simulating its training step costs
+time in proportion to the number of layers, and the planner simulates many
+(mode, batch) pairs.  This module simulates the model cut to a few layers of
+its repeated stack, twice (``units`` = 2 and 3 repeats), and extrapolates to
+the real depth — and checks, op by op, that the extrapolation is exact.
+
+Why it is exact.  Live bytes only rise inside an op (its outputs are
+allocated) and only fall between ops, so the peak is the live total right
+after some op.  Label each op by where it runs: outside the stack (embedding,
+head, loss, the optimizer's multi-tensor ops), or in the stack's first, second
+or last repeat, or its head/tail layers, plus its ordinal there.  For a stack
+of identical repeats, the live total after a labelled op is an affine function
+of the number of repeats n: every repeat adds the same weights, gradients,
+optimizer state and saved activations.  Inside the stack, the live total at
+the same op of repeat b is affine in b, so the middle repeats never exceed the
+second or the last one.  Two depths therefore fix every label's line, and the
+peak at depth n is the largest of the lines at n.
+
+What is checked (else the caller simulates the whole model):
+
+* the stack: the largest ``nn.ModuleList``; its layers' structure (classes,
+  parameter shapes and dtypes, plain attributes but layer indices) must be
+  periodic, after at most a few special head layers;
+* the two runs make the same labelled ops, and each labelled op allocates the
+  same bytes in both (so the repeats really behave alike, routing and all).
+
+Nothing here knows any architecture: the cut model is the real module with a
+shorter layer list, run by the same simulator.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from torch import nn
+
+from .tracker import Life
+
+MIN_UNITS = 4  # below this the cut saves too little to be worth two runs
+MAX_PERIOD = 8
+MAX_HEAD = 3
+_INDEX_ATTR = re.compile(r"(^|_)(layer_?idx|layer_?id|layer_?number|layer_?index|idx|index|block_?id|block_?idx)$", re.I)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The repeated layer list: ``head`` special layers, then repeats of ``period``
+    layers, then ``length - head - units * period`` tail layers (a partial repeat)."""
+
+    path: str
+    length: int
+    head: int
+    period: int
+
+    @property
+    def units(self) -> int:
+        return (self.length - self.head) // self.period
+
+    @property
+    def rest(self) -> int:
+        return (self.length - self.head) % self.period
+
+    def depth(self, units: int) -> int:
+        return self.head + units * self.period + self.rest
+
+    def describe(self) -> str:
+        what = f"{self.units} repeats of {self.period} layer{'s' * (self.period > 1)}"
+        if self.head:
+            what += f" after {self.head} special"
+        return f"`{self.path}` ({self.length} layers: {what})"
+
+
+def _simple(v) -> bool:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return True
+    return isinstance(v, (tuple, list)) and len(v) <= 16 and all(x is None or isinstance(x, (bool, int, float, str)) for x in v)
+
+
+def _signature(layer: nn.Module) -> str:
+    parts = []
+    for name, mod in layer.named_modules():
+        attrs = sorted((k, repr(v)) for k, v in vars(mod).items() if not k.startswith("_") and _simple(v) and not _INDEX_ATTR.search(k))
+        parts.append((name, type(mod).__qualname__, tuple(attrs)))
+    for name, p in layer.named_parameters():
+        parts.append((name, tuple(p.shape), str(p.dtype), p.requires_grad))
+    for name, b in layer.named_buffers():
+        parts.append((name, tuple(b.shape), str(b.dtype)))
+    return repr(parts)
+
+
+def find_stack(model: nn.Module) -> Stack | None:
+    """The largest layer list whose layers repeat with a short period, or None."""
+    best: tuple[int, str, nn.ModuleList] | None = None
+    for path, mod in model.named_modules():
+        if isinstance(mod, nn.ModuleList) and len(mod) >= MIN_UNITS and path:
+            n = sum(p.numel() for p in mod.parameters())
+            if best is None or n > best[0]:
+                best = (n, path, mod)
+    if best is None:
+        return None
+    _, path, layers = best
+    sigs = [_signature(layer) for layer in layers]
+    length = len(sigs)
+    for period in range(1, MAX_PERIOD + 1):
+        for head in range(0, MAX_HEAD + 1):
+            if all(sigs[i] == sigs[i + period] for i in range(head, length - period)):
+                stack = Stack(path, length, head, period)
+                return stack if stack.units >= MIN_UNITS else None
+    return None
+
+
+def cut(model: nn.Module, stack: Stack, units: int, copy_fn) -> nn.Module:
+    """``copy_fn(model)`` with the stack cut to its first ``stack.depth(units)`` layers."""
+    parent_path, _, attr = stack.path.rpartition(".")
+    parent = model.get_submodule(parent_path) if parent_path else model
+    full = getattr(parent, attr)
+    setattr(parent, attr, nn.ModuleList(list(full)[: stack.depth(units)]))
+    try:
+        return copy_fn(model)
+    finally:
+        setattr(parent, attr, full)
+
+
+# --------------------------------------------------------------------------
+# Lining up two runs op by op
+# --------------------------------------------------------------------------
+
+CATEGORIES = _CATS = ("weights", "gradients", "optimizer", "activations", "temporary")
+
+
+@dataclass
+class _Point:
+    total: int
+    rounded: int
+    allocated: int
+    cats: tuple[int, ...]
+    step: int
+    phase: str
+    module: str | None
+    order: int = 0  # the op's place in its run (ties go to the earliest, as a replay would)
+
+
+def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rounding) -> dict[tuple, _Point]:
+    """Label -> live bytes at the end of that labelled stretch, for one run at ``units`` repeats.
+
+    Ops that allocate nothing cannot hold a peak and are skipped.  Consecutive
+    allocating ops of one label with no free between them only add to the live
+    total, so they form one stretch whose peak is its end: this folds the
+    optimizer's per-parameter state creation (as many ops as parameters) into
+    one labelled point.
+    """
+    n = max((max(x.start, x.end or 0) for x in lives), default=0) + 2
+    delta = [0] * n
+    delta_r = [0] * n
+    alloc = [0] * n
+    freed = [0] * n
+    born: dict[int, str | None] = {}
+    dcat = [[0] * n for _ in _CATS]
+    index = {c: i for i, c in enumerate(_CATS)}
+    for x in lives:
+        c = dcat[index[category(x)]]
+        r = rounding(x.nbytes)
+        delta[x.start] += x.nbytes
+        delta_r[x.start] += r
+        alloc[x.start] += x.nbytes
+        born[x.start] = x.module
+        c[x.start] += x.nbytes
+        if x.end is not None:
+            delta[x.end] -= x.nbytes
+            delta_r[x.end] -= r
+            c[x.end] -= x.nbytes
+            freed[x.end] += 1
+
+    def cumsum(a):
+        out, s = [0] * n, 0
+        for i, v in enumerate(a):
+            s += v
+            out[i] = s
+        return out
+
+    live, live_r, allocated, frees = cumsum(delta), cumsum(delta_r), cumsum(alloc), cumsum(freed)
+    cats = [cumsum(c) for c in dcat]
+    prefix = re.compile(re.escape(stack.path) + r"\.(\d+)(?:\.|$)")
+    counters: dict[tuple, int] = defaultdict(int)
+    open_: dict[tuple, tuple[tuple, int]] = {}  # label -> (its key, frees count at its last op)
+    points: dict[tuple, _Point] = {}
+    prev = 0
+    last_birth = 0
+    for order, (ev, step, phase, module) in enumerate(ops):
+        made = allocated[ev] - allocated[prev]
+        for e in range(ev, prev, -1):  # the op's last allocation: the module it is counted against
+            if e in born:
+                last_birth = e
+                break
+        prev = ev
+        if made == 0 or phase == "set-up":
+            continue
+        m = prefix.match(module) if module else None
+        roles: list[tuple] = []
+        if m is None:
+            roles.append(("out",))
+        else:
+            i = int(m.group(1))
+            if i < stack.head:
+                roles.append(("head", i))
+            else:
+                b, o = divmod(i - stack.head, stack.period)
+                if b >= units:
+                    roles.append(("tail", i - stack.head - units * stack.period))
+                else:
+                    if b == 0:
+                        roles.append(("first", o))
+                    if b == 1:
+                        roles.append(("second", o))
+                    if b == units - 1 and b >= 1:
+                        roles.append(("last", o))
+        for role in roles:
+            label = (step, phase, *role)
+            last = open_.get(label)
+            if last is not None and last[1] == frees[ev]:
+                key = last[0]  # no free since this label's last op: the same stretch goes on
+                made_before = points[key].allocated
+            else:
+                j = counters[label]
+                counters[label] = j + 1
+                key = (*label, j)
+                made_before = 0
+            points[key] = _Point(live[ev], live_r[ev], made_before + made, tuple(c[ev] for c in cats), step, phase, born.get(last_birth, module), order)
+            open_[label] = (key, frees[ev])
+    return points
+
+
+class NotRepeating(Exception):
+    """The two cut runs do not line up: the stack's repeats do not behave alike."""
+
+
+def _rename(module: str | None, stack: Stack, role: tuple, units_from: int, units_to: int) -> str | None:
+    """The module name at the full depth, for a label seen in a cut run."""
+    if module is None or role[0] not in ("last", "tail"):
+        return module
+    prefix = re.compile(re.escape(stack.path) + r"\.(\d+)(?=\.|$)")
+    m = prefix.match(module)
+    if m is None:
+        return module
+    i = int(m.group(1))
+    i += (units_to - units_from) * stack.period
+    return f"{stack.path}.{i}{module[m.end():]}"
+
+
+def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, units_b: int, stack: Stack) -> dict[tuple, _Point]:
+    """Each label's line through the runs at ``units_a`` and ``units_b`` repeats, at the stack's own."""
+    if a.keys() != b.keys():
+        missing = sorted(set(a) ^ set(b), key=repr)[:3]
+        raise NotRepeating(f"the cut runs make different ops ({len(set(a) ^ set(b))} labels differ, e.g. {missing})")
+    n = stack.units
+    k = (n - units_a) / (units_b - units_a)
+    out: dict[tuple, _Point] = {}
+    for key, pa in a.items():
+        pb = b[key]
+        # The optimizer's stretches hold per-parameter state and scratch: they grow with the depth.
+        if pa.allocated != pb.allocated and not (key[1] == "optimizer" and key[2] == "out"):
+            raise NotRepeating(f"op {key} allocates {pa.allocated} bytes at {units_a} repeats, {pb.allocated} at {units_b}")
+
+        def line(x: int, y: int) -> int:
+            v = x + (y - x) * k
+            return int(round(v))
+
+        role = key[2:-1]
+        out[key] = _Point(
+            line(pa.total, pb.total), line(pa.rounded, pb.rounded), pb.allocated,
+            tuple(line(x, y) for x, y in zip(pa.cats, pb.cats)), pb.step, pb.phase,
+            _rename(pb.module, stack, role, units_b, n), pb.order,
+        )
+    return out
+
+
+def peak_over(points: dict[tuple, _Point], keep) -> tuple[_Point | None, int]:
+    """The largest total among labels ``keep(step, phase)`` accepts, and the largest rounded total."""
+    best: _Point | None = None
+    best_r = 0
+    for key, p in points.items():
+        if not keep(p.step, p.phase):
+            continue
+        if best is None or p.total > best.total or (p.total == best.total and p.order < best.order):
+            best = p
+        best_r = max(best_r, p.rounded)
+    return best, best_r
+
+
+def line_int(a: int | None, b: int | None, units_a: int, units_b: int, units: int) -> int | None:
+    """An integer figure that grows by the same amount per repeat (parameters, KV cache)."""
+    if a is None or b is None:
+        return None
+    if (b - a) % (units_b - units_a):
+        raise NotRepeating(f"a per-repeat figure is not whole: {a} at {units_a}, {b} at {units_b}")
+    return a + (b - a) // (units_b - units_a) * (units - units_a)
+

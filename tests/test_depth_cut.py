@@ -1,0 +1,118 @@
+"""The cut-depth shortcut (neurarch.plan.depth) must give what simulating the whole model gives.
+
+The reference in every test is an independent whole simulation of the same
+model (``cut_depth=False``): the shortcut runs two models cut to a few layers
+and extrapolates, so any drift shows as a difference in bytes, phase or module.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from neurarch.build import build_from_config
+from neurarch.inputs import InputOptions, plan_inputs
+from neurarch.plan import depth
+from neurarch.plan.fit import batch_from_curves
+from neurarch.plan.memory import Curve, estimate, stack_of
+
+LLAMA = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
+             num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+GEMMA2 = dict(model_type="gemma2", architectures=["Gemma2ForCausalLM"], hidden_size=64, intermediate_size=128,
+              num_hidden_layers=9, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=1000, sliding_window=8)
+QWEN2_MOE = dict(model_type="qwen2_moe", architectures=["Qwen2MoeForCausalLM"], hidden_size=64, intermediate_size=128,
+                 moe_intermediate_size=32, shared_expert_intermediate_size=64, num_experts=4, num_experts_per_tok=2,
+                 num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+VIT = dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=64, intermediate_size=128,
+           num_hidden_layers=6, num_attention_heads=4, image_size=64, patch_size=16)
+BERT = dict(model_type="bert", architectures=["BertForMaskedLM"], hidden_size=64, intermediate_size=128,
+            num_hidden_layers=6, num_attention_heads=4, vocab_size=1000)
+T5 = dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=64, d_ff=128, d_kv=16, num_layers=6,
+          num_heads=4, vocab_size=1000)
+
+FIELDS = ("peak_tensor_bytes", "peak_bytes", "first_step_peak_tensor_bytes", "breakdown", "trainable_parameters",
+          "kv_cache_bytes", "phase", "module", "step")
+
+
+def _built(cfg, name):
+    built = build_from_config(dict(cfg), name)
+    return built, plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=2))
+
+
+@pytest.mark.parametrize("cfg,mode,precision", [
+    (LLAMA, "full", "bf16-mixed"),
+    (LLAMA, "lora", "fp32"),
+    (LLAMA, "inference", "bf16-mixed"),
+    (GEMMA2, "full", "bf16-mixed"),  # sliding / global layers alternate: repeats of 2 layers
+    (QWEN2_MOE, "full", "fp32"),  # routed experts
+    (VIT, "lora", "fp32"),
+    (BERT, "inference", "fp32"),
+])
+def test_cut_equals_whole(cfg, mode, precision):
+    built, plan = _built(cfg, cfg["model_type"])
+    whole = estimate(built, plan, mode, precision=precision, cut_depth=False)
+    cut = estimate(built, plan, mode, precision=precision)
+    assert any(n.startswith("simulated with the layer stack") for n in cut.notes), cut.notes
+    for f in FIELDS:
+        assert getattr(cut, f) == getattr(whole, f), f
+
+
+def test_stack_period_and_head():
+    built, _ = _built(GEMMA2, "gemma2")
+    s = stack_of(built.model)
+    assert (s.path, s.length, s.head, s.period, s.units, s.rest) == ("model.layers", 9, 0, 2, 4, 1)
+    assert s.depth(2) == 5 and s.depth(3) == 7
+    built, _ = _built(T5, "t5")
+    s = stack_of(built.model)  # T5's first block alone holds the relative position bias
+    assert s.head == 1 and s.period == 1 and s.length == 6
+
+
+def test_stack_needs_enough_repeats():
+    cfg = dict(LLAMA, num_hidden_layers=3)
+    built, _ = _built(cfg, "llama")
+    assert stack_of(built.model) is None
+
+
+def test_layers_that_do_not_line_up_fall_back_to_whole():
+    # T5's decoder blocks add their gradient for the encoder output into one
+    # buffer in backward: the top block behaves unlike the others, the two cut
+    # runs do not line up, and the whole model is simulated (and says so).
+    built, plan = _built(T5, "t5")
+    m = estimate(built, plan, "full", precision="fp32")
+    assert any(n.startswith("simulated whole (the cut-depth shortcut did not apply") for n in m.notes), m.notes
+    assert m.peak_tensor_bytes == estimate(built, plan, "full", precision="fp32", cut_depth=False).peak_tensor_bytes
+
+
+def test_batch_from_curves_by_hand():
+    # Two labels: a fixed 100 + 10/sample, and 40 + 30/sample.  Budget 400:
+    # the first allows (400-100)/10 = 30, the second (400-40)/30 = 12 -> 12.
+    a = Curve(1, {"x": 110, "y": 70})
+    b = Curve(2, {"x": 120, "y": 100})
+    assert batch_from_curves(a, b, 400) == 12
+    assert batch_from_curves(a, b, 399) == 11
+    assert batch_from_curves(a, Curve(2, {"x": 120}), 400) is None  # runs that do not line up
+    assert batch_from_curves(a, Curve(2, {"x": 110, "y": 70}), 400, limit=999) == 999  # nothing grows
+
+
+def test_line_int_refuses_fractions():
+    assert depth.line_int(10, 16, 2, 3, 10) == 58
+    with pytest.raises(depth.NotRepeating):
+        depth.line_int(10, 15, 2, 4, 10)
+
+
+@pytest.mark.parametrize("cfg,mode,optimizer,cut", [
+    (LLAMA, "full", "adamw", True),
+    (LLAMA, "full", "adafactor", False),  # data-dependent .item() in its step
+    (QWEN2_MOE, "lora", "adamw", True),
+])
+def test_steady_state_alone_equals_two_steps(cfg, mode, optimizer, cut):
+    # The batch search simulates step 2 alone after a warm-up that makes the
+    # optimizer state; the reference is the ordinary two-step simulation.
+    from neurarch.plan.memory import estimate_with_curve
+
+    built, plan = _built(cfg, cfg["model_type"])
+    two, c2 = estimate_with_curve(built, plan, mode, optimizer=optimizer, cut_depth=cut)
+    one, c1 = estimate_with_curve(built, plan, mode, optimizer=optimizer, cut_depth=cut, steady_only=True)
+    assert one.first_step_peak_tensor_bytes is None
+    for f in ("peak_tensor_bytes", "peak_bytes", "breakdown", "phase", "module"):
+        assert getattr(one, f) == getattr(two, f), f
+    assert c1.values == c2.values
