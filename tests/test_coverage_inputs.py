@@ -71,6 +71,10 @@ def test_target_sizes_are_the_patch_grid():
     side = cfg.image_size // cfg.patch_size  # 224 // 16 = 14
     t = next(t for t in plan.tensors if t.name == "target_sizes")
     assert t.data == [[side, side]]
+    # The full model works the grid out itself (given target_sizes, it wants mm_token_type_ids too).
+    _, vlm = _default("minicpmv4_7")
+    assert "target_sizes" in inspect.signature(vlm.model.forward).parameters
+    assert "target_sizes" not in _shapes(_plan(vlm, seq_len=64))
 
 
 def test_region_features_from_config_widths():

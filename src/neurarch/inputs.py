@@ -963,11 +963,12 @@ def _add_extras(ctx: _Ctx) -> None:
             row = [0] + [1] * n + [0] * (ids.shape[1] - n - 1)
             specs["image_embeds_position_mask"] = TensorSpec("image_embeds_position_mask", ids.shape, torch.long, data=[row] * b)
             ctx.how.append(f"{n} image positions in the text (image_embeds_position_mask, the config's latent queries)")
-    # NaViT-style towers: each image's patch grid [h, w] (MiniCPM-V's target_sizes).
+    # NaViT-style towers: each image's patch grid [h, w] (MiniCPM-V's target_sizes).  A tower
+    # alone only: the full model works the grid out itself (and would then want more inputs).
     pix = specs.get("pixel_values")
     patch = _int(_get(ctx.vision_cfg, "patch_size"))
     for name in ("target_sizes", "tgt_sizes"):
-        if name in p and pix is not None and len(pix.shape) == 4 and patch:
+        if name in p and pix is not None and len(pix.shape) == 4 and patch and ids is None:
             grid = [pix.shape[2] // patch, pix.shape[3] // patch]
             specs[name] = TensorSpec(name, (b, 2), torch.long, data=[grid] * b)
             ctx.how.append(f"{name} {grid[0]}x{grid[1]} patches per image")
