@@ -234,10 +234,10 @@ def run_jobs(jobs: dict, workers: int | None = None) -> dict:
         _JOBS = None
 
 
-def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
+def _mode_job(built, plan, opts: Options, cards, mode: str, largest_layer_bytes: int = 0) -> dict:
     """One memory mode: its figures at the input batch, each card's largest batch,
     and for full fine-tuning the batch-1 and batch-2 figures FSDP plans start from."""
-    from .plan.fit import largest_batch
+    from .plan.fit import largest_batch, workspace_saving
     from .plan.memory import estimate_with_curve, with_batch
 
     p = opts.plan
@@ -256,23 +256,33 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
 
     out = {"memory": at(plan.batch)[0], "fits": {}}
     for card in cards or []:
-        out["fits"][card.name] = largest_batch(at, card.memory_bytes / p.headroom)
+        out["fits"][card.name] = largest_batch(at, card.memory_bytes / p.headroom + workspace_saving(card, mode))
     if mode == "full" and any(b == 0 for b, _ in out["fits"].values()):
-        out["one"], out["two"] = at(1)[0], at(2)[0]
+        from .plan.fit import fsdp_plans
+
+        from .plan.fit import pipeline_plans
+
+        one, c1 = at(1)
+        out["multi"] = pipeline_plans(cards, "full", c1.segments if c1 else None,
+                                      one.breakdown.overhead + (0 if one.phase == "optimizer" else one.breakdown.temporary),
+                                      one.peak_bytes, p.headroom)
+        out["multi"] += fsdp_plans(cards, "full", c1, at(2)[1], largest_layer_bytes, p.headroom)
     return out
 
 
 def _memory_and_work(built, plan, opts: Options, cards, structure, source):
     """memory.<mode> at the input batch, each card's largest batch per mode, FSDP
     plans, and the cost's per-op work (counted alongside)."""
-    from .plan.fit import CardFit, fsdp_plans
+    from .plan.fit import CardFit
     from .plan.schema import MemoryAssumptions, MemorySection
 
     p = opts.plan
     jobs = {}
+    elem = 4 if opts.precision == "fp32" else 2
+    largest = max((n.parameters for n in structure.nodes), default=0) * elem
     if p is not None:
         for mode in p.modes:
-            jobs[mode] = lambda mode=mode: _mode_job(built, plan, opts, cards, mode)
+            jobs[mode] = lambda mode=mode: _mode_job(built, plan, opts, cards, mode, largest)
     if opts.cost is not None:
         from .cost import count_step
 
@@ -313,16 +323,7 @@ def _memory_and_work(built, plan, opts: Options, cards, structure, source):
             fit.max_batch[mode], fit.checked[mode] = value["fits"][fit.name]
         if mode == "full":
             full = value
-    multi = []
-    if full is not None and "one" in full:
-        one, two = full["one"], full["two"]
-        # Growth per sample of what sharding does not divide, from the two
-        # simulated peaks; None when both peaks sit where activations are gone.
-        grow = lambda m: m.breakdown.activations + m.breakdown.temporary  # noqa: E731
-        per_sample = grow(two) - grow(one) if two.phase == one.phase and grow(two) > grow(one) else None
-        elem = 4 if opts.precision == "fp32" else 2
-        largest = max((n.parameters for n in structure.nodes), default=0) * elem
-        multi = fsdp_plans(cards, "full", one.breakdown, one.peak_bytes, per_sample, largest, p.headroom)
+    multi = full.get("multi", []) if full is not None else []
     return section, fits, multi, work
 
 

@@ -10,10 +10,10 @@ largest batch known to fit and the one that failed.  A card fits a batch when
 ``peak_bytes x headroom <= card memory`` (headroom 1.15 by default, as the seed).
 
 Where batch 1 does not fit one card, ``fsdp_plans`` estimates FSDP / ZeRO-3
-full sharding: weights, gradients and optimizer state divided over N cards,
-activations and scratch not, plus the gather buffer of the largest layer.
-That is arithmetic over the simulated breakdown, not a simulation of the
-sharded run, and it is labelled so.
+full sharding: at every op, the weights, gradients and optimizer state alive
+there divided over N cards, activations and scratch not, plus the gather
+buffer of the largest layer.  That is arithmetic over the simulated curves,
+not a simulation of the sharded run, and it is labelled so.
 """
 
 from __future__ import annotations
@@ -36,18 +36,21 @@ class _Model(BaseModel):
 class CardFit(_Model):
     name: str
     memory_bytes: int = Field(description="Bytes the plan may fill: PyTorch's usable figure where known, else the nominal size.")
-    memory_basis: str = Field("nominal", description="usable (what PyTorch reports, sourced) or nominal (datasheet GB; PyTorch sees a few % less).")
+    memory_basis: str = Field("nominal", description="usable (the total PyTorch reports for the card, sourced in the cards file) or nominal (datasheet GB, where no such report was found; the usable figure can differ either way).")
     max_batch: dict[str, int] = Field(default_factory=dict, description="Mode -> largest batch that fits with headroom (0: batch 1 does not).")
     checked: dict[str, bool] = Field(default_factory=dict, description="Mode -> the chosen batch was itself simulated.")
+    # Older cards than Hopper need PyTorch's smaller cuBLAS workspace: see workspace_saving.
 
 
 class MultiGpuPlan(_Model):
     card: str
-    strategy: str = Field(description="fsdp: FSDP / ZeRO-3 full sharding over identical cards.")
+    strategy: str = Field(description="fsdp: FSDP / ZeRO-3 full sharding over identical cards; pipeline: the model's layers split in two contiguous stages, one per card.")
     mode: str
     gpus: int = Field(description="Smallest number of these cards that holds batch 1 per card.")
-    per_gpu_bytes: int = Field(description="Estimated need per card at batch 1.")
-    max_batch_per_gpu: Optional[int] = Field(None, description="Largest per-card batch at that card count (estimate); None when the simulated peaks do not tell how activations grow.")
+    per_gpu_bytes: int = Field(description="Estimated need per card at batch 1 (pipeline: the fuller card).")
+    max_batch_per_gpu: Optional[int] = Field(None, description="Largest per-card batch at that card count (estimate; not estimated for pipeline).")
+    cut_after: Optional[str] = Field(None, description="pipeline: the last segment (layer or module) on the first card.")
+    stage_bytes: Optional[list[int]] = Field(None, description="pipeline: each card's estimated need, in order.")
     method: str
 
 
@@ -106,45 +109,119 @@ def largest_batch(sim_at: Callable[[int], tuple], budget: float, limit: int = MA
     return max(b for b, (m, _) in known.items() if m.peak_bytes <= budget), True
 
 
+HOPPER_OR_NEWER = ("H100", "H200", "GH200", "B100", "B200", "GB200")  # cuBLAS's 32 MiB workspace (sm90 / sm100)
+
+
+def workspace_saving(card: Card, mode: str) -> int:
+    """Bytes a card needs less than the figures assume: ``peak_bytes`` counts the
+    Hopper/Blackwell cuBLAS workspace; older cards get PyTorch's smaller default
+    (one workspace in inference, two in training).  Custom cards: none (the larger)."""
+    from .overhead import CUBLAS_WORKSPACE_HOPPER, CUBLAS_WORKSPACE_OTHER
+
+    if card.custom or card.name.upper().startswith(HOPPER_OR_NEWER):
+        return 0
+    return (CUBLAS_WORKSPACE_HOPPER - CUBLAS_WORKSPACE_OTHER) * (1 if mode == "inference" else 2)
+
+
 def fit_cards(cards: list[Card], modes: dict[str, Callable[[int], tuple]], headroom: float = DEFAULT_HEADROOM) -> list[CardFit]:
     """``modes`` maps a mode to a cached ``batch -> (MemoryMode, Curve)`` simulation."""
     out = [CardFit(name=c.name, memory_bytes=c.memory_bytes, memory_basis="usable" if c.usable_gib is not None else "nominal") for c in cards]
     for mode, sim_at in modes.items():
         for card, fit in zip(cards, out):
-            b, checked = largest_batch(sim_at, card.memory_bytes / headroom)
+            b, checked = largest_batch(sim_at, card.memory_bytes / headroom + workspace_saving(card, mode))
             fit.max_batch[mode] = b
             fit.checked[mode] = checked
     return out
 
 
-def fsdp_plans(cards: list[Card], mode: str, breakdown, peak_at_1: int, per_sample: int | None, largest_layer_bytes: int, headroom: float = DEFAULT_HEADROOM, max_gpus: int = 512) -> list[MultiGpuPlan]:
+def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, headroom: float = DEFAULT_HEADROOM,
+               max_gpus: int = 512) -> list[MultiGpuPlan]:
     """FSDP / ZeRO-3 estimates for cards that cannot hold batch 1 alone.
 
-    per card(N) = (weights + gradients + optimizer) / N + activations + temporary
-                  + overhead + 2 x largest layer (the gathered layer and the prefetched next one)
+    ``c1`` and ``c2`` are the simulated curves at batch 1 and 2: per op, what
+    the card holds (``values``) and how much of it is weights, gradients and
+    optimizer state (``sharded``).  With N cards each op needs
+
+        values - sharded x (1 - 1/N) + 2 x largest layer
+
+    (each card keeps 1/N of the state; the gathered layer and the prefetched
+    next one are whole).  N is the smallest count that holds batch 1; the
+    per-card batch is where the first op's line through batch 1 and 2 crosses
+    the card.  Arithmetic over the simulation, not a simulation of the sharded
+    run (no NCCL buffers, no reduce-scatter scratch): labelled so.
     """
-    sharded = breakdown.weights + breakdown.gradients + breakdown.optimizer
-    rest = breakdown.activations + breakdown.temporary + breakdown.overhead + 2 * largest_layer_bytes
+    if c1 is None or c2 is None or c1.values.keys() != c2.values.keys() or not c1.sharded:
+        return []
+    keys = list(c1.values)
+    v1 = [c1.values[k] for k in keys]
+    sh = [c1.sharded.get(k, 0) for k in keys]
+    slope = [(c2.values[k] - c1.values[k]) / (c2.batch - c1.batch) for k in keys]
+    gather = 2 * largest_layer_bytes
+
+    def need(n: int) -> float:
+        keep = 1 - 1 / n
+        return max(v - s * keep for v, s in zip(v1, sh)) + gather
+
     plans = []
     for card in cards:
         budget = card.memory_bytes / headroom
-        if peak_at_1 <= budget or rest >= budget:
-            continue  # fits alone, or cannot fit however many cards share the weights
-        n = math.ceil(sharded / (budget - rest))
-        if n > max_gpus:
-            continue
-        need = sharded / n + rest
-        extra = int((budget - need) // per_sample) if per_sample and per_sample > 0 else None
+        if max(v1) <= budget or need(max_gpus) > budget:
+            continue  # fits alone, or not even max_gpus cards hold batch 1
+        lo, hi = 2, max_gpus
+        while lo < hi:  # need(n) falls as n grows
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if need(mid) <= budget else (mid + 1, hi)
+        n = lo
+        keep = 1 - 1 / n
+        b = MAX_BATCH_SEARCHED
+        for v, s, g in zip(v1, sh, slope):
+            if g > 0:
+                b = min(b, c1.batch + math.floor((budget - gather - (v - s * keep)) / g))
         plans.append(
             MultiGpuPlan(
                 card=card.name,
                 strategy="fsdp",
                 mode=mode,
                 gpus=n,
-                per_gpu_bytes=int(need),
-                max_batch_per_gpu=None if extra is None else 1 + max(0, extra),
-                method="estimate from the simulated batch-1 breakdown: weights, gradients and optimizer state divided by N; "
-                "activations, scratch and overhead per card; plus two gathered copies of the largest layer",
+                per_gpu_bytes=int(need(n)),
+                max_batch_per_gpu=max(1, b),
+                method="estimate from the simulated steps at batch 1 and 2, op by op: weights, gradients and optimizer "
+                "state (and the optimizer step's scratch) divided by N, the rest per card, plus two gathered copies of the "
+                "largest layer; no NCCL buffers; autocast's low-precision weight copies count whole (FSDP mixed precision "
+                "gathers them per layer), so this leans high",
+            )
+        )
+    return plans
+
+
+def pipeline_plans(cards: list[Card], mode: str, segments: list[tuple[str, int]] | None, per_card_extra: int,
+                   full_peak: int, headroom: float = DEFAULT_HEADROOM) -> list[MultiGpuPlan]:
+    """The seed's two-card pipeline, for cards that cannot hold batch 1 alone:
+    the contiguous cut that minimises the fuller card (:func:`.pipeline_cut.balanced_cut`).
+
+    Each segment's bytes are its parameters' weights, gradients and optimizer
+    state plus the activations its forward saved (batch 1, one micro-batch in
+    flight); each card adds ``per_card_extra`` (the simulated peak's scratch
+    and the fixed CUDA overhead), which is what makes this an estimate.
+    """
+    if not segments or len(segments) < 2:
+        return []
+    from .pipeline_cut import balanced_cut
+
+    cut = balanced_cut(segments, 2)
+    stages = [b + per_card_extra for b in cut.stage_bytes]
+    plans = []
+    for card in cards:
+        budget = card.memory_bytes / headroom
+        if full_peak <= budget or max(stages) > budget:
+            continue
+        plans.append(
+            MultiGpuPlan(
+                card=card.name, strategy="pipeline", mode=mode, gpus=2, per_gpu_bytes=max(stages),
+                cut_after=cut.cut_after[0], stage_bytes=stages,
+                method="estimate: the layers in execution order split where the fuller card is emptiest; per card its "
+                "layers' weights, gradients and optimizer state and their saved activations (batch 1, one micro-batch), "
+                "plus the simulated peak's scratch and the CUDA overhead",
             )
         )
     return plans

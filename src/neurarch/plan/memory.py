@@ -88,6 +88,8 @@ class Curve:
 
     batch: int
     values: dict
+    sharded: dict = field(default_factory=dict)  # label -> weights + gradients + optimizer state alive there (what FSDP divides)
+    segments: list | None = None  # [(segment, bytes)] in execution order, for a pipeline cut (full mode)
 
 
 @dataclass
@@ -115,6 +117,10 @@ class Simulation:
     ops: list | None = field(repr=False, default=None)  # (event, step, phase, module) per op, when recorded
     method: str = "simulated"  # or how the figures were extrapolated (neurarch.plan.depth)
     curve: dict | None = field(repr=False, default=None)  # label -> rounded live bytes at the steady state (see fit.py)
+    sharded: dict | None = field(repr=False, default=None)  # label -> weights + gradients + optimizer bytes there
+    forward_end: int | None = None  # event at which the last step's forward ended (saved activations all alive)
+    segments: list | None = field(repr=False, default=None)  # [(top-level segment, bytes on its card)] (pipeline cut)
+    cut: tuple | None = None  # (stack, repeats) when lives come from a cut run
 
     @property
     def steady(self) -> Peak:
@@ -374,6 +380,8 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
                      sum(p.numel() for p in trainable(model)), _count(model), lives)
     sim.rounded_bytes = rounded
     sim.ops = tracker.ops
+    last = 2 if steady_only else steps
+    sim.forward_end = starts.get((last, "end-forward"))
     return sim
 
 
@@ -551,9 +559,92 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
     sim.kv_cache_bytes = depth.line_int(sa.kv_cache_bytes, sb.kv_cache_bytes, ua, ub, n)
     sim.context_len = sb.context_len
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
+    sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
+    sim.lives, sim.forward_end = sb.lives, sb.forward_end  # the 3-repeat run's, for the per-layer split
+    sim.cut = (stack, ub)
     sim.method = (f"simulated with the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, "
                   f"and extrapolated to {stack.length} (exact: the two runs checked op by op)")
     return sim
+
+
+def _shardable(p) -> int:
+    """What FSDP divides over the cards at this op: weights, gradients and optimizer
+    state, and inside the optimizer step its scratch too (it runs on the shards)."""
+    return sum(p.cats[:3]) + (p.cats[4] if p.phase == "optimizer" else 0)
+
+
+def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[str, int]] | None:
+    """What each top-level segment (a layer of the stack, or a module outside it)
+    needs on its own card in a pipeline at this batch: its parameters' share of
+    the weights, gradients and optimizer state at the steady peak (per element,
+    as simulated), plus the activations its forward saved (alive when forward
+    ended).  For a cut simulation the layers' activations come from the cut run
+    (first, middle and last repeat) and are spread over the full depth."""
+    if sim.forward_end is None or not sim.lives:
+        return None
+    stack = sim.cut[0] if sim.cut else stack_of(model)
+    units = sim.cut[1] if sim.cut else (stack.units if stack else 0)
+    parent = stack.path.rpartition(".")[0] if stack else ""
+    depth_out = len(parent.split(".")) + 1 if parent else 1
+    prefix = stack.path + "." if stack else None
+
+    def segment(name: str | None) -> str | None:
+        if not name:
+            return None
+        if prefix and name.startswith(prefix):
+            return prefix + name[len(prefix):].split(".")[0]
+        return ".".join(name.split(".")[:depth_out])
+
+    ev = sim.forward_end
+    act: dict[str, int] = {}
+    first_seen: dict[str, int] = {}
+    for x in sim.lives:
+        seg = segment(x.module)
+        if seg is not None and x.phase == "forward":
+            first_seen.setdefault(seg, x.start)
+        if x.start <= ev and (x.end is None or x.end > ev) and category(x) == "activations" and seg is not None:
+            act[seg] = act.get(seg, 0) + x.nbytes
+    numel: dict[str, int] = {}
+    seen: set[int] = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        seg = segment(name.rsplit(".", 1)[0]) or name
+        numel[seg] = numel.get(seg, 0) + p.numel()
+    total = sum(numel.values())
+    if not total:
+        return None
+    b = peak.breakdown
+    # A peak in the optimizer step holds its per-parameter scratch: that scales with the stage's parameters too.
+    scratch = b["temporary"] if peak.phase == "optimizer" else 0
+    per_elem = (b["weights"] + b["gradients"] + b["optimizer"] + scratch) / total
+    if stack is not None and sim.cut:
+        # Layer i of the full stack acts like the cut run's first, middle or last repeat.
+        def layer_act(i: int) -> int:
+            if i < stack.head:
+                j = i
+            else:
+                blk, o = divmod(i - stack.head, stack.period)
+                if blk >= stack.units:
+                    j = stack.head + units * stack.period + (i - stack.head - stack.units * stack.period)
+                elif blk == 0:
+                    j = i
+                elif blk == stack.units - 1:
+                    j = stack.head + (units - 1) * stack.period + o
+                else:
+                    j = stack.head + stack.period + o
+            return act.get(f"{prefix}{j}", 0)
+        for i in range(stack.length):
+            act[f"{prefix}{i}"] = layer_act(i)
+    order_key = {seg: first_seen.get(seg, 1 << 62) for seg in numel}
+    if stack is not None:
+        # Layers run in index order; those the cut run did not have sit after the last it had.
+        base = first_seen.get(f"{prefix}0", 0)
+        for i in range(stack.length):
+            order_key[f"{prefix}{i}"] = base + i * 1e-6
+    names = sorted(set(numel) | set(act), key=lambda s_: (order_key.get(s_, 1 << 62), s_))
+    return [(n, int(numel.get(n, 0) * per_elem) + act.get(n, 0)) for n in names]
 
 
 def _steady_filter(setup: TrainSetup, pts: dict):
@@ -594,6 +685,7 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
     pts = depth.points(sim.lives, sim.ops, _NO_STACK, 0, category, cuda_round)
     keep = _steady_filter(setup, pts)
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
+    sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
     sim.ops = None
     if why:
         sim.method = f"simulated whole (the cut-depth shortcut did not apply: {why})"
@@ -649,7 +741,12 @@ def estimate_with_curve(
         notes.append("QLoRA as peft's prepare_model_for_kbit_training leaves it: non-quantized weights (embeddings, norms, head) "
                      "in fp32; that helper also turns on gradient checkpointing by default, here only with grad_checkpointing")
     overhead = peak_bytes - sim.rounded_bytes
-    curve = Curve(plan.batch, {k: v + overhead for k, v in sim.curve.items()}) if sim.curve else None
+    curve = Curve(plan.batch, {k: v + overhead for k, v in sim.curve.items()}, sim.sharded or {}) if sim.curve else None
+    if curve is not None and mode == "full" and not steady_only:
+        try:
+            curve.segments = segment_bytes(built.model, sim, peak)
+        except Exception:  # the pipeline cut is an extra: without it, no pipeline plan
+            curve.segments = None
     return MemoryMode(
         peak_tensor_bytes=peak.bytes,
         peak_bytes=peak_bytes,

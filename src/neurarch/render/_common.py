@@ -196,9 +196,13 @@ def fit_rows(report: Report) -> list[list[str]]:
 
 
 def multi_gpu_lines(report: Report) -> list[str]:
-    return [
-        f"{p.strategy.upper()} on {p.gpus} x {p.card}: about {gib(p.per_gpu_bytes)} per card at batch 1"
-        + (f", up to batch {p.max_batch_per_gpu} per card" if p.max_batch_per_gpu else "")
-        + f" ({p.mode}; {p.method})."
-        for p in report.multi_gpu
-    ]
+    def one(p) -> str:
+        if p.strategy == "pipeline":
+            stages = " + ".join(gib(b) for b in p.stage_bytes or [])
+            return (f"PIPELINE on {p.gpus} x {p.card}: cut after {p.cut_after}, about {stages} at batch 1"
+                    f" ({p.mode}; {p.method}).")
+        return (f"{p.strategy.upper()} on {p.gpus} x {p.card}: about {gib(p.per_gpu_bytes)} per card at batch 1"
+                + (f", up to batch {p.max_batch_per_gpu} per card" if p.max_batch_per_gpu else "")
+                + f" ({p.mode}; {p.method}).")
+
+    return [one(p) for p in report.multi_gpu]

@@ -1,0 +1,78 @@
+"""Multi-GPU arithmetic of the planner against hand computations."""
+
+from neurarch.cards import Card
+from neurarch.plan.fit import fsdp_plans
+from neurarch.plan.memory import Curve
+
+G = 10**9
+
+
+def _card(name, gb):
+    return Card(name, gb, None, None, None, True, None, None)
+
+
+def test_fsdp_cards_and_batch_by_hand():
+    # Two ops: an optimizer-phase op holding 30 GB (28 of it state FSDP shards)
+    # that does not grow with the batch, and a backward op holding 20 GB (16
+    # sharded) growing 2 GB per sample.  Largest layer 0.5 GB -> 1 GB gathered.
+    c1 = Curve(1, {"opt": 30 * G, "bwd": 20 * G}, {"opt": 28 * G, "bwd": 16 * G})
+    c2 = Curve(2, {"opt": 30 * G, "bwd": 22 * G}, {"opt": 28 * G, "bwd": 16 * G})
+    # N = 3: max(30 - 28*2/3, 20 - 16*2/3) + 1 = 12.33 GB;  N = 4: max(9, 8) + 1 = 10 GB.
+    (p10,) = fsdp_plans([_card("C10", 10)], "full", c1, c2, G // 2, headroom=1.0)
+    assert p10.gpus == 4 and p10.per_gpu_bytes == 10 * G
+    # At N = 4 the backward op leaves 10 - 1 - 8 = 1 GB: less than one more sample (2 GB).
+    assert p10.max_batch_per_gpu == 1
+    (p11,) = fsdp_plans([_card("C11", 11)], "full", c1, c2, G // 2, headroom=1.0)
+    assert p11.gpus == 4 and p11.max_batch_per_gpu == 2  # 11 - 1 - 8 = 2 GB: one more sample
+    # A card that holds batch 1 alone gets no plan; one that 512 cards cannot help either.
+    assert fsdp_plans([_card("Big", 40)], "full", c1, c2, G // 2, headroom=1.0) == []
+    assert fsdp_plans([_card("Tiny", 3)], "full", c1, c2, G // 2, headroom=1.0) == []  # activations alone: 4 + 1 GB
+    # Headroom divides the card: 11.5 GB / 1.15 = 10 GB -> as the 10 GB card.
+    (ph,) = fsdp_plans([_card("C11.5", 11.5)], "full", c1, c2, G // 2, headroom=1.15)
+    assert ph.gpus == 4 and ph.max_batch_per_gpu == 1
+
+
+def test_pipeline_plan_by_hand():
+    from neurarch.plan.fit import pipeline_plans
+
+    # Segments 4, 3, 3, 6 GB: cuts give 4|12, 7|9, 10|6, so the best is after
+    # "b".  Each card adds 1 GB (scratch + CUDA overhead): 8 and 10 GB.
+    segs = [("a", 4 * G), ("b", 3 * G), ("c", 3 * G), ("d", 6 * G)]
+    (p,) = pipeline_plans([_card("C12", 12)], "full", segs, G, full_peak=17 * G, headroom=1.0)
+    assert (p.strategy, p.gpus, p.cut_after, p.stage_bytes, p.per_gpu_bytes) == ("pipeline", 2, "b", [8 * G, 10 * G], 10 * G)
+    assert pipeline_plans([_card("C9", 9)], "full", segs, G, full_peak=17 * G, headroom=1.0) == []  # 10 GB > 9
+    assert pipeline_plans([_card("C20", 20)], "full", segs, G, full_peak=17 * G, headroom=1.0) == []  # fits alone
+
+
+def test_pipeline_segments_of_a_deep_model_cover_every_layer():
+    # The cut simulation's per-layer split must still name every layer of the
+    # full model once, in order, and its parameter share must add up to the
+    # simulated weights + gradients + optimizer state (+ optimizer scratch).
+    from neurarch.build import build_from_config
+    from neurarch.inputs import InputOptions, plan_inputs
+    from neurarch.plan.memory import estimate_with_curve
+
+    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
+               num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+    built = build_from_config(cfg, "llama")
+    plan = plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=1))
+    m_cut, c_cut = estimate_with_curve(built, plan, "full")
+    m_whole, c_whole = estimate_with_curve(built, plan, "full", cut_depth=False)
+    names = [n for n, _ in c_cut.segments]
+    layers = [n for n in names if n.startswith("model.layers.")]
+    assert layers == [f"model.layers.{i}" for i in range(7)]
+    assert names[0] == "model.embed_tokens" and names.index("lm_head") > names.index("model.layers.6")
+    # The whole simulation's split is the reference: the same segments and bytes.
+    assert c_cut.segments == c_whole.segments
+
+
+def test_older_cards_need_the_smaller_cublas_workspace():
+    from neurarch.cards import builtin_cards
+    from neurarch.plan.fit import workspace_saving
+
+    cards = {c.name: c for c in builtin_cards()}
+    # CublasHandlePool.cpp: 32 MiB on Hopper, 4096 KiB x 2 + 16 KiB x 8 elsewhere; two handles in training.
+    per = 32 * 2**20 - (2 * 4096 * 2**10 + 8 * 16 * 2**10)
+    assert workspace_saving(cards["T4"], "full") == 2 * per
+    assert workspace_saving(cards["A100-80GB"], "inference") == per
+    assert workspace_saving(cards["H200-141GB"], "full") == 0
