@@ -76,3 +76,19 @@ def test_older_cards_need_the_smaller_cublas_workspace():
     assert workspace_saving(cards["T4"], "full") == 2 * per
     assert workspace_saving(cards["A100-80GB"], "inference") == per
     assert workspace_saving(cards["H200-141GB"], "full") == 0
+
+
+def test_jobs_run_in_workers_and_a_dead_worker_is_an_error_not_a_hang():
+    import os
+
+    from neurarch.pipeline import run_jobs
+
+    jobs = {"pid": os.getpid, "square": lambda: 7 * 7, "boom": lambda: 1 / 0, "die": lambda: os._exit(3)}
+    out = run_jobs(jobs, workers=2)
+    assert out["square"] == (True, 49)
+    assert out["boom"][0] is False and out["boom"][1][0] == "ZeroDivisionError"
+    assert out["die"][0] is False
+    assert out["pid"][0] in (True, False)  # a job in the pool a dead worker broke may be lost too; it is reported
+    if out["pid"][0]:
+        assert out["pid"][1] != os.getpid()  # it ran in a worker process
+    assert run_jobs({"pid": os.getpid}, workers=1) == {"pid": (True, os.getpid())}  # one worker: in process

@@ -225,13 +225,24 @@ def run_jobs(jobs: dict, workers: int | None = None) -> dict:
         finally:
             _JOBS = None
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     _JOBS = jobs
+    out: dict = {}
     try:
-        with multiprocessing.get_context("fork").Pool(workers, initializer=_child_init) as pool:
-            return {n: (ok, v) for n, ok, v in pool.imap_unordered(_call_job, names)}
+        # A worker that dies (killed, out of memory) breaks the pool: its jobs become errors, never a hang.
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_init) as pool:
+            futures = {pool.submit(_call_job, n): n for n in names}
+            for fut, n in futures.items():
+                try:
+                    _, ok, v = fut.result()
+                except BrokenProcessPool:
+                    ok, v = False, ("WorkerCrash", "the worker process simulating this died (out of memory?)")
+                out[n] = (ok, v)
     finally:
         _JOBS = None
+    return out
 
 
 def _mode_job(built, plan, opts: Options, cards, mode: str, largest_layer_bytes: int = 0) -> dict:
