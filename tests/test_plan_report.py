@@ -6,7 +6,7 @@ from neurarch import Options, analyze
 from neurarch.cards import builtin_cards
 from neurarch.cli import main
 from neurarch.inputs import InputOptions
-from neurarch.pipeline import PlanOptions
+from neurarch.pipeline import CostOptions, PlanOptions
 from neurarch.plan.memory import estimate, with_batch
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 704,
@@ -69,3 +69,29 @@ def test_mode_that_does_not_apply_is_reported_not_raised():
     # ResNet-18 has no nn.Linear besides its head: QLoRA has nothing to quantize.
     r = analyze("microsoft/resnet-18", Options(plan=PlanOptions(modes=("qlora",))))
     assert r.memory.qlora is None and "qlora" in r.memory.errors
+
+
+def test_multi_gpu_plans_where_batch_1_does_not_fit(tmp_path):
+    # A 6-layer Llama with a 32k vocabulary: full fine-tuning needs ~0.77 GB on a
+    # card (0.41 GB of tensors + 0.35 GB CUDA context and workspaces).  A 0.75 GB
+    # card (0.652 GB with headroom) cannot hold batch 1; two can, by either plan.
+    from neurarch.render.markdown import render_markdown as render_md
+
+    cfg = dict(TINY, num_hidden_layers=6, vocab_size=32000)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    r = analyze(str(tmp_path), Options(inputs=InputOptions(seq_len=256), plan=PlanOptions(modes=("full",)),
+                                       cost=CostOptions(cards=["Tiny:0.75"])))
+    budget = 0.75e9 / 1.15
+    assert r.memory.full.peak_bytes > budget
+    assert next(c for c in r.cards if c.name == "Tiny").max_batch["full"] == 0
+    plans = {p.strategy: p for p in r.multi_gpu if p.card == "Tiny"}
+    pipe, fsdp = plans["pipeline"], plans["fsdp"]
+    assert pipe.gpus == 2 and max(pipe.stage_bytes) == pipe.per_gpu_bytes <= budget
+    assert pipe.cut_after.startswith("model.layers.")  # the balanced cut falls inside the layer stack
+    # Each card holds the CUDA overhead once, and together they hold at least all of the state.
+    overhead = r.memory.full.breakdown.overhead
+    b = r.memory.full.breakdown
+    assert sum(pipe.stage_bytes) >= 2 * overhead + b.weights + b.gradients + b.optimizer
+    assert fsdp.gpus >= 2 and fsdp.per_gpu_bytes <= budget and fsdp.max_batch_per_gpu >= 1
+    md = render_md(r)
+    assert "PIPELINE on 2 x Tiny" in md and "FSDP on" in md

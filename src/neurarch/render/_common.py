@@ -196,13 +196,16 @@ def fit_rows(report: Report) -> list[list[str]]:
 
 
 def multi_gpu_lines(report: Report) -> list[str]:
-    def one(p) -> str:
+    """One line per plan, then each strategy's method once."""
+    lines, methods = [], {}
+    for p in report.multi_gpu:
+        methods.setdefault(p.strategy, p.method)
         if p.strategy == "pipeline":
             stages = " + ".join(gib(b) for b in p.stage_bytes or [])
-            return (f"PIPELINE on {p.gpus} x {p.card}: cut after {p.cut_after}, about {stages} at batch 1"
-                    f" ({p.mode}; {p.method}).")
-        return (f"{p.strategy.upper()} on {p.gpus} x {p.card}: about {gib(p.per_gpu_bytes)} per card at batch 1"
-                + (f", up to batch {p.max_batch_per_gpu} per card" if p.max_batch_per_gpu else "")
-                + f" ({p.mode}; {p.method}).")
-
-    return [one(p) for p in report.multi_gpu]
+            lines.append(f"PIPELINE on {p.gpus} x {p.card} ({p.mode}): cut after {p.cut_after}, about {stages} at batch 1.")
+        else:
+            lines.append(f"{p.strategy.upper()} on {p.gpus} x {p.card} ({p.mode}): about {gib(p.per_gpu_bytes)} per card at batch 1"
+                         + (f", up to batch {p.max_batch_per_gpu} per card." if p.max_batch_per_gpu else "."))
+    lines += [f"{strategy.upper()} is an {method}." if method.startswith("estimate") else f"{strategy.upper()}: {method}."
+              for strategy, method in methods.items()]
+    return lines
