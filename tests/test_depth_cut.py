@@ -116,3 +116,19 @@ def test_steady_state_alone_equals_two_steps(cfg, mode, optimizer, cut):
     for f in ("peak_tensor_bytes", "peak_bytes", "breakdown", "phase", "module"):
         assert getattr(one, f) == getattr(two, f), f
     assert c1.values == c2.values
+
+
+def test_autocast_weight_copies_are_flagged():
+    # Under bf16 autocast every Linear weight is cast once per forward and the
+    # copy is kept for backward: at the end of forward the flagged copies must be
+    # exactly the Linear weights in bf16.  Hand count for LLAMA: per layer q 64x64,
+    # k 64x32, v 64x32, o 64x64, gate/up 64x128, down 128x64 = 36,864; 7 layers;
+    # lm_head 1000x64 = 64,000 -> 322,048 elements x 2 bytes.
+    from neurarch.plan.memory import simulate
+    from neurarch.plan.step import TrainSetup
+
+    built, plan = _built(LLAMA, "llama")
+    sim = simulate(built, plan, TrainSetup(mode="full", precision="bf16-mixed"))
+    ev = sim.forward_end
+    alive = sum(x.nbytes for x in sim.lives if x.weight_copy and x.start <= ev and (x.end is None or x.end > ev))
+    assert alive == (7 * 36_864 + 64_000) * 2

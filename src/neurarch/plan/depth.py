@@ -141,7 +141,8 @@ class _Point:
     step: int
     phase: str
     module: str | None
-    order: int = 0  # the op's place in its run (ties go to the earliest, as a replay would)
+    order: int = 0
+    copies: int = 0  # live bytes of dtype copies of weights (autocast's casts)  # the op's place in its run (ties go to the earliest, as a replay would)
 
 
 def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rounding) -> dict[tuple, _Point]:
@@ -158,6 +159,7 @@ def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rou
     delta_r = [0] * n
     alloc = [0] * n
     freed = [0] * n
+    dcopy = [0] * n
     born: dict[int, str | None] = {}
     dcat = [[0] * n for _ in _CATS]
     index = {c: i for i, c in enumerate(_CATS)}
@@ -169,6 +171,10 @@ def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rou
         alloc[x.start] += x.nbytes
         born[x.start] = x.module
         c[x.start] += x.nbytes
+        if x.weight_copy:
+            dcopy[x.start] += x.nbytes
+            if x.end is not None:
+                dcopy[x.end] -= x.nbytes
         if x.end is not None:
             delta[x.end] -= x.nbytes
             delta_r[x.end] -= r
@@ -182,7 +188,7 @@ def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rou
             out[i] = s
         return out
 
-    live, live_r, allocated, frees = cumsum(delta), cumsum(delta_r), cumsum(alloc), cumsum(freed)
+    live, live_r, allocated, frees, copies = cumsum(delta), cumsum(delta_r), cumsum(alloc), cumsum(freed), cumsum(dcopy)
     cats = [cumsum(c) for c in dcat]
     prefix = re.compile(re.escape(stack.path) + r"\.(\d+)(?:\.|$)")
     counters: dict[tuple, int] = defaultdict(int)
@@ -229,7 +235,7 @@ def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rou
                 counters[label] = j + 1
                 key = (*label, j)
                 made_before = 0
-            points[key] = _Point(live[ev], live_r[ev], made_before + made, tuple(c[ev] for c in cats), step, phase, born.get(last_birth, module), order)
+            points[key] = _Point(live[ev], live_r[ev], made_before + made, tuple(c[ev] for c in cats), step, phase, born.get(last_birth, module), order, copies[ev])
             open_[label] = (key, frees[ev])
     return points
 
@@ -273,7 +279,7 @@ def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, un
         out[key] = _Point(
             line(pa.total, pb.total), line(pa.rounded, pb.rounded), pb.allocated,
             tuple(line(x, y) for x, y in zip(pa.cats, pb.cats)), pb.step, pb.phase,
-            _rename(pb.module, stack, role, units_b, n), pb.order,
+            _rename(pb.module, stack, role, units_b, n), pb.order, line(pa.copies, pb.copies),
         )
     return out
 

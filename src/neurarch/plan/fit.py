@@ -187,8 +187,8 @@ def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, h
                 max_batch_per_gpu=max(1, b),
                 method="estimate from the simulated steps at batch 1 and 2, op by op: weights, gradients and optimizer "
                 "state (and the optimizer step's scratch) divided by N, the rest per card, plus two gathered copies of the "
-                "largest layer; no NCCL buffers; autocast's low-precision weight copies count whole (FSDP mixed precision "
-                "gathers them per layer), so this leans high",
+                "largest layer; autocast's low-precision weight copies are sharded too (FSDP's mixed precision gathers "
+                "them per layer); no NCCL buffers",
             )
         )
     return plans

@@ -569,8 +569,10 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
 
 def _shardable(p) -> int:
     """What FSDP divides over the cards at this op: weights, gradients and optimizer
-    state, and inside the optimizer step its scratch too (it runs on the shards)."""
-    return sum(p.cats[:3]) + (p.cats[4] if p.phase == "optimizer" else 0)
+    state, inside the optimizer step its scratch too (it runs on the shards), and
+    autocast's low-precision copies of the weights (FSDP's mixed precision gathers
+    each layer's low-precision weights when it runs, counted by the caller)."""
+    return sum(p.cats[:3]) + (p.cats[4] if p.phase == "optimizer" else 0) + p.copies
 
 
 def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[str, int]] | None:

@@ -55,6 +55,17 @@ class Life:
     role: str | None = None  # weights / input / gradient, when known
     survives_forward: bool = False  # set after the run: made in forward, alive when it ended
     survives_optimizer: bool = False  # made in optimizer.step(), alive after the phase
+    weight_copy: bool = False  # a dtype copy of a weight (autocast's bf16 cast): what FSDP gathers per layer instead
+
+
+_TO_COPY = torch.ops.aten._to_copy.default
+
+
+def _storage_id(t: torch.Tensor) -> int | None:
+    try:
+        return id(t.untyped_storage())
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 class _ModuleStack:
@@ -236,9 +247,11 @@ class LiveTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if not self.closed:
-            for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor):
-                    self._see(t)
+            lives = [self._see(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+            if func is _TO_COPY and args and isinstance(args[0], torch.Tensor) and lives and lives[0] is not None:
+                src = self._by_storage.get(_storage_id(args[0]))
+                if src is not None and src[0].role == WEIGHTS and lives[0] is not src[0]:
+                    lives[0].weight_copy = True
             if self.ops is not None:
                 self.ops.append((self.events, self.step, self.phase, self._module(peek=True)))
         return out
