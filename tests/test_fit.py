@@ -92,3 +92,12 @@ def test_jobs_run_in_workers_and_a_dead_worker_is_an_error_not_a_hang():
     if out["pid"][0]:
         assert out["pid"][1] != os.getpid()  # it ran in a worker process
     assert run_jobs({"pid": os.getpid}, workers=1) == {"pid": (True, os.getpid())}  # one worker: in process
+
+
+def test_neurarch_jobs_1_runs_in_process(monkeypatch):
+    import os
+
+    from neurarch.pipeline import run_jobs
+
+    monkeypatch.setenv("NEURARCH_JOBS", "1")
+    assert run_jobs({"a": os.getpid, "b": os.getpid}) == {"a": (True, os.getpid()), "b": (True, os.getpid())}

@@ -213,11 +213,14 @@ def run_jobs(jobs: dict, workers: int | None = None) -> dict:
     model, so on Linux they run in forked processes, one per CPU core: a
     forked child sees the model as it is, and returns plain results.
     Elsewhere, or with one core, they run one after another.
+    ``NEURARCH_JOBS=N`` caps the workers (1: no worker processes).
     """
     global _JOBS
     names = list(jobs)
     if workers is None:
-        workers = min(len(names), os.cpu_count() or 1)
+        env = os.environ.get("NEURARCH_JOBS", "").strip()
+        want = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+        workers = min(len(names), want)
     if workers <= 1 or len(names) <= 1 or sys.platform != "linux":
         _JOBS = jobs
         try:
