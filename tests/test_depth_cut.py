@@ -46,6 +46,9 @@ def _built(cfg, name):
     (QWEN2_MOE, "full", "fp32"),  # routed experts
     (VIT, "lora", "fp32"),
     (BERT, "inference", "fp32"),
+    # A backbone returns the last layer's output: at 2 repeats the second layer's output
+    # outlives the prefill, at the real depth it does not (the breakdown must not drift).
+    (dict(BERT, architectures=["BertModel"]), "inference", "fp32"),
 ])
 def test_cut_equals_whole(cfg, mode, precision):
     built, plan = _built(cfg, cfg["model_type"])

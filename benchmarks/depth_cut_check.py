@@ -1,0 +1,68 @@
+"""Does the cut-depth shortcut give the whole simulation's figures on real configs?
+
+For every bundled catalog model with a layer stack worth cutting, each memory
+mode is simulated twice at a short input (``--seq-len``, default 128 tokens;
+images at their default size): whole, and by the shortcut of
+``neurarch.plan.depth`` (the stack cut to 2 and 3 repeats, extrapolated op by
+op).  The table says whether peak_tensor_bytes, peak_bytes, the breakdown,
+phase and module are equal, and which method the shortcut ended up using
+(it falls back to the whole model when the cut runs do not line up).
+
+    python benchmarks/depth_cut_check.py [--modes full,lora,inference] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+from neurarch.build import build
+from neurarch.inputs import InputOptions, plan_inputs
+from neurarch.plan.memory import estimate, stack_of
+from neurarch.sources import resolve
+from neurarch.sources.catalog import entries
+
+FIELDS = ("peak_tensor_bytes", "peak_bytes", "first_step_peak_tensor_bytes", "breakdown", "phase", "module", "kv_cache_bytes", "trainable_parameters")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--modes", default="full,lora,inference")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--only")
+    args = ap.parse_args(argv)
+    print(f"machine: {platform.machine()}, {time.strftime('%Y-%m-%d')}; seq {args.seq_len}; modes {args.modes}\n")
+    print("| model | stack | mode | whole peak_bytes | equal | shortcut | whole s | shortcut s |")
+    print("|---|---|---|---:|---|---|---:|---:|")
+    bad = 0
+    for mid in sorted(entries()):
+        if args.only and args.only not in mid:
+            continue
+        src = resolve(mid)
+        built = build(src)
+        stack = stack_of(built.model)
+        if stack is None or stack.units < 4:
+            continue
+        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=args.seq_len), src.default_input_shape)
+        for mode in args.modes.split(","):
+            try:
+                t = time.perf_counter()
+                whole = estimate(built, plan, mode, cut_depth=False)
+                tw = time.perf_counter() - t
+                t = time.perf_counter()
+                cut = estimate(built, plan, mode)
+                tc = time.perf_counter() - t
+            except Exception as e:  # a mode that does not apply
+                print(f"| {mid} | {stack.describe()} | {mode} | — | n/a: {type(e).__name__} | | | |")
+                continue
+            same = all(getattr(whole, f) == getattr(cut, f) for f in FIELDS)
+            bad += not same
+            how = "cut" if any(n.startswith("simulated with the layer stack") for n in cut.notes) else "fell back to whole"
+            print(f"| {mid} | {stack.describe()} | {mode} | {whole.peak_bytes:,} | {'yes' if same else 'NO'} | {how} | {tw:.1f} | {tc:.1f} |", flush=True)
+    print(f"\n{bad} mismatches")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
