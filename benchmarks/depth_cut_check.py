@@ -45,6 +45,9 @@ def main(argv=None) -> int:
         if stack is None or stack.units < 4:
             continue
         plan = plan_inputs(built.model, built.config, InputOptions(seq_len=args.seq_len), src.default_input_shape)
+        cap = plan_inputs(built.model, built.config, InputOptions(), src.default_input_shape).seq_len
+        if cap and plan.seq_len and cap < plan.seq_len:  # a shorter position table (CLIP's 77 tokens)
+            plan = plan_inputs(built.model, built.config, InputOptions(seq_len=cap), src.default_input_shape)
         for mode in args.modes.split(","):
             try:
                 t = time.perf_counter()
