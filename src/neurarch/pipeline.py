@@ -251,7 +251,7 @@ def run_jobs(jobs: dict, workers: int | None = None) -> dict:
 def _mode_job(built, plan, opts: Options, cards, mode: str, largest_layer_bytes: int = 0) -> dict:
     """One memory mode: its figures at the input batch, each card's largest batch,
     and for full fine-tuning the batch-1 and batch-2 figures FSDP plans start from."""
-    from .plan.fit import largest_batch, workspace_saving
+    from .plan.fit import card_batch
     from .plan.memory import estimate_with_curve, with_batch
 
     p = opts.plan
@@ -270,7 +270,7 @@ def _mode_job(built, plan, opts: Options, cards, mode: str, largest_layer_bytes:
 
     out = {"memory": at(plan.batch)[0], "fits": {}}
     for card in cards or []:
-        out["fits"][card.name] = largest_batch(at, card.memory_bytes / p.headroom + workspace_saving(card, mode))
+        out["fits"][card.name] = card_batch(at, card, mode, p.headroom)
     if mode == "full" and any(b == 0 for b, _ in out["fits"].values()):
         from .plan.fit import fsdp_plans
 
@@ -325,7 +325,7 @@ def _memory_and_work(built, plan, opts: Options, cards, structure, source):
             "peak_bytes adds caching-allocator rounding and fixed CUDA overhead",
         )
     )
-    fits = [CardFit(name=c.name, memory_bytes=c.memory_bytes, memory_basis="usable" if c.usable_gib is not None else "nominal") for c in cards or []]
+    fits = [CardFit.for_card(c) for c in cards or []]
     full = None
     for mode in p.modes:
         ok, value = results[mode]

@@ -39,6 +39,10 @@ class CardFit(_Model):
     memory_basis: str = Field("nominal", description="usable (the total PyTorch reports for the card, sourced in the cards file) or nominal (datasheet GB, where no such report was found; the usable figure can differ either way).")
     max_batch: dict[str, int] = Field(default_factory=dict, description="Mode -> largest batch that fits with headroom (0: batch 1 does not).")
     checked: dict[str, bool] = Field(default_factory=dict, description="Mode -> the chosen batch was itself simulated.")
+
+    @classmethod
+    def for_card(cls, card: Card) -> "CardFit":
+        return cls(name=card.name, memory_bytes=card.memory_bytes, memory_basis="usable" if card.usable_gib is not None else "nominal")
     # Older cards than Hopper need PyTorch's smaller cuBLAS workspace: see workspace_saving.
 
 
@@ -123,12 +127,17 @@ def workspace_saving(card: Card, mode: str) -> int:
     return (CUBLAS_WORKSPACE_HOPPER - CUBLAS_WORKSPACE_OTHER) * (1 if mode == "inference" else 2)
 
 
+def card_batch(sim_at: Callable[[int], tuple], card: Card, mode: str, headroom: float = DEFAULT_HEADROOM) -> tuple[int, bool]:
+    """The largest batch of ``mode`` that fits ``card`` with headroom (see :func:`largest_batch`)."""
+    return largest_batch(sim_at, card.memory_bytes / headroom + workspace_saving(card, mode))
+
+
 def fit_cards(cards: list[Card], modes: dict[str, Callable[[int], tuple]], headroom: float = DEFAULT_HEADROOM) -> list[CardFit]:
     """``modes`` maps a mode to a cached ``batch -> (MemoryMode, Curve)`` simulation."""
-    out = [CardFit(name=c.name, memory_bytes=c.memory_bytes, memory_basis="usable" if c.usable_gib is not None else "nominal") for c in cards]
+    out = [CardFit.for_card(c) for c in cards]
     for mode, sim_at in modes.items():
         for card, fit in zip(cards, out):
-            b, checked = largest_batch(sim_at, card.memory_bytes / headroom + workspace_saving(card, mode))
+            b, checked = card_batch(sim_at, card, mode, headroom)
             fit.max_batch[mode] = b
             fit.checked[mode] = checked
     return out
