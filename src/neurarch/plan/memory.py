@@ -563,7 +563,7 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
     sim.lives, sim.forward_end = sb.lives, sb.forward_end  # the 3-repeat run's, for the per-layer split
     sim.cut = (stack, ub)
     sim.method = (f"simulated with the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, "
-                  f"and extrapolated to {stack.length} (exact: the two runs checked op by op)")
+                  f"and extrapolated to {stack.length} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)")
     return sim
 
 
