@@ -250,7 +250,8 @@ def run_jobs(jobs: dict, workers: int | None = None) -> dict:
 
 def _mode_job(built, plan, opts: Options, cards, mode: str, largest_layer_bytes: int = 0) -> dict:
     """One memory mode: its figures at the input batch, each card's largest batch,
-    and for full fine-tuning the batch-1 and batch-2 figures FSDP plans start from."""
+    and for full fine-tuning, where a card cannot hold batch 1, the pipeline and
+    FSDP plans (from the simulations at batch 1 and 2)."""
     from .plan.fit import card_batch
     from .plan.memory import estimate_with_curve, with_batch
 
@@ -272,9 +273,7 @@ def _mode_job(built, plan, opts: Options, cards, mode: str, largest_layer_bytes:
     for card in cards or []:
         out["fits"][card.name] = card_batch(at, card, mode, p.headroom)
     if mode == "full" and any(b == 0 for b, _ in out["fits"].values()):
-        from .plan.fit import fsdp_plans
-
-        from .plan.fit import pipeline_plans
+        from .plan.fit import fsdp_plans, pipeline_plans
 
         one, c1 = at(1)
         out["multi"] = pipeline_plans(cards, "full", c1.segments if c1 else None,

@@ -18,7 +18,6 @@ models take a different path there, e.g. a sum over the batch becomes a copy.)
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from torch import nn
 
 from ..cards import Card
 from ..inputs import InputOptions, InputPlan, plan_inputs
-from ..plan.depth import Stack, find_stack
+from ..plan.depth import cut, stack_of
 from ..trace.run import _loss
 from .counter import OpCounter, OpRecord
 from .schema import CostAssumptions, CostCard, CostHeadline, CostSection
@@ -109,29 +108,16 @@ def _count_at_2_and_3(model: nn.Module, cfg, opts: InputOptions, float_bytes: in
     return c1, c2
 
 
-@contextlib.contextmanager
-def _cut(model: nn.Module, stack: Stack, units: int):
-    """The model with its layer stack cut to ``units`` repeats, in place, for the block."""
-    parent_path, _, attr = stack.path.rpartition(".")
-    parent = model.get_submodule(parent_path) if parent_path else model
-    full = getattr(parent, attr)
-    setattr(parent, attr, nn.ModuleList(list(full)[: stack.depth(units)]))
-    try:
-        yield
-    finally:
-        setattr(parent, attr, full)
-
-
 def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, default_shape=None, *, cut_depth: bool = True) -> StepWork:
     """Trace one training step's ops at batch 2 and 3 (a deep model cut to 2 and 3
     repeats of its layer stack, see :class:`StepWork`)."""
     float_bytes = 4 if precision == "fp32" else 2
-    stack = find_stack(model) if cut_depth else None
+    stack = stack_of(model) if cut_depth else None
     if stack is not None and stack.units > 3:
         try:
             runs = []
             for units in (2, 3):
-                with _cut(model, stack, units):
+                with cut(model, stack, units):
                     runs.append(_count_at_2_and_3(model, cfg, opts, float_bytes, default_shape))
             (a1, a2), (b1, b2) = runs
             # The 3-repeat run must make every op of the 2-repeat run, and one repeat's more.

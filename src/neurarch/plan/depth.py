@@ -32,7 +32,9 @@ shorter layer list, run by the same simulator.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -113,16 +115,28 @@ def find_stack(model: nn.Module) -> Stack | None:
     return None
 
 
-def cut(model: nn.Module, stack: Stack, units: int, copy_fn) -> nn.Module:
-    """``copy_fn(model)`` with the stack cut to its first ``stack.depth(units)`` layers."""
+@contextlib.contextmanager
+def cut(model: nn.Module, stack: Stack, units: int):
+    """``model`` with its stack cut to the first ``stack.depth(units)`` layers, in
+    place, for the block (copy it inside the block to keep the cut model)."""
     parent_path, _, attr = stack.path.rpartition(".")
     parent = model.get_submodule(parent_path) if parent_path else model
     full = getattr(parent, attr)
     setattr(parent, attr, nn.ModuleList(list(full)[: stack.depth(units)]))
     try:
-        return copy_fn(model)
+        yield model
     finally:
         setattr(parent, attr, full)
+
+
+_STACKS: "weakref.WeakKeyDictionary[nn.Module, Stack | None]" = weakref.WeakKeyDictionary()
+
+
+def stack_of(model: nn.Module) -> Stack | None:
+    """:func:`find_stack`, once per model (the planner and the cost count both ask)."""
+    if model not in _STACKS:
+        _STACKS[model] = find_stack(model)
+    return _STACKS[model]
 
 
 # --------------------------------------------------------------------------

@@ -43,7 +43,6 @@ class CardFit(_Model):
     @classmethod
     def for_card(cls, card: Card) -> "CardFit":
         return cls(name=card.name, memory_bytes=card.memory_bytes, memory_basis="usable" if card.usable_gib is not None else "nominal")
-    # Older cards than Hopper need PyTorch's smaller cuBLAS workspace: see workspace_saving.
 
 
 class MultiGpuPlan(_Model):

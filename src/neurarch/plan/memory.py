@@ -119,7 +119,6 @@ class Simulation:
     curve: dict | None = field(repr=False, default=None)  # label -> rounded live bytes at the steady state (see fit.py)
     sharded: dict | None = field(repr=False, default=None)  # label -> weights + gradients + optimizer bytes there
     forward_end: int | None = None  # event at which the last step's forward ended (saved activations all alive)
-    segments: list | None = field(repr=False, default=None)  # [(top-level segment, bytes on its card)] (pipeline cut)
     cut: tuple | None = None  # (stack, repeats) when lives come from a cut run
 
     @property
@@ -502,16 +501,11 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
 # Deep models: two cut runs, extrapolated (neurarch.plan.depth)
 # --------------------------------------------------------------------------
 
-_STACKS: "weakref.WeakKeyDictionary[nn.Module, object]" = weakref.WeakKeyDictionary()
 _NO_CUT: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()  # model -> {(mode, ...): why}
 CUT_UNITS = (2, 3)
 
 
-def stack_of(model: nn.Module):
-    """The model's repeated layer stack (cached per model), or None."""
-    if model not in _STACKS:
-        _STACKS[model] = depth.find_stack(model)
-    return _STACKS[model]
+stack_of = depth.stack_of
 
 
 def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None,
@@ -524,7 +518,8 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
         return None
     runs = []
     for units in CUT_UNITS:
-        cut = dataclasses.replace(built, model=depth.cut(built.model, stack, units, meta_copy))
+        with depth.cut(built.model, stack, units) as short:
+            cut = dataclasses.replace(built, model=meta_copy(short))
         if setup.mode == "inference":
             sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
         else:
@@ -540,18 +535,15 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
             raise depth.NotRepeating("no op in the phase")
         return Peak(p.total, -1, p.step, p.phase, p.module, dict(zip(depth.CATEGORIES, p.cats))), rounded
 
+    keep = _steady_filter(setup, pts)
     if setup.mode == "inference":
-        parts = {(1, "prefill"), (3, "decode")}
-        has = {(p.step, p.phase) for p in pts.values()} & parts
-        best, rounded = peak(lambda s, ph: (s, ph) in has if has else True)
+        best, rounded = peak(keep)
         step_peaks = [best]
     else:
-        steps_run = sorted({p.step for p in pts.values()})
-        step_peaks = [peak(lambda s, ph, k=k: s == k)[0] for k in steps_run]
+        step_peaks = [peak(lambda s, ph, k=k: s == k)[0] for k in sorted({p.step for p in pts.values()})]
         best = max(step_peaks, key=lambda p: p.bytes)
-        rounded = peak(lambda s, ph: s >= min(2, steps_run[-1]))[1]
+        rounded = peak(keep)[1]
     n = stack.units
-    keep = _steady_filter(setup, pts)
     sim = Simulation(setup, sb.steps, best, step_peaks,
                      depth.line_int(sa.trainable_parameters, sb.trainable_parameters, ua, ub, n),
                      depth.line_int(sa.parameters, sb.parameters, ua, ub, n))
