@@ -100,3 +100,48 @@ def test_neurarch_jobs_1_runs_in_process(monkeypatch):
 
     monkeypatch.setenv("NEURARCH_JOBS", "1")
     assert run_jobs({"a": os.getpid, "b": os.getpid}) == {"a": (True, os.getpid()), "b": (True, os.getpid())}
+
+
+def test_started_jobs_overlap_the_parent_and_close_kills_what_still_runs(tmp_path):
+    import os
+    import time
+
+    from neurarch.pipeline import Jobs
+
+    # The jobs run while the parent works on: a job waits for a file the parent writes after starting them.
+    flag = tmp_path / "parent-was-here"
+
+    def wait_for_parent():
+        for _ in range(500):
+            if flag.exists():
+                return os.getpid()
+            time.sleep(0.01)
+        return None
+
+    jobs = Jobs({"wait": wait_for_parent, "pid": os.getpid}, workers=2)
+    flag.write_text("1")
+    out = jobs.results()
+    jobs.close()
+    assert out["wait"][0] is True and out["wait"][1] not in (None, os.getpid())
+
+    # A trace that fails or times out closes the jobs: a worker still running is killed, close() returns at once.
+    marker = tmp_path / "still-running"
+
+    def slow():
+        time.sleep(30)
+        marker.write_text("finished")
+
+    jobs = Jobs({"slow": slow, "other": lambda: 1}, workers=2)
+    pids = [p.pid for p in jobs.pool._processes.values()]
+    t0 = time.perf_counter()
+    jobs.close()
+    assert time.perf_counter() - t0 < 5
+    time.sleep(0.2)
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            alive = open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        assert not alive
+    assert not marker.exists()

@@ -193,6 +193,12 @@ class InputPlan:
         self.alternatives = []
 
     @property
+    def settled(self) -> bool:
+        """Whether the trace can no longer change this plan: no token counts to ask the
+        model for, no alternative layout to fall back on."""
+        return not self.alternatives and all(r.count is not None for t in self.tensors for r in t.runs)
+
+    @property
     def main_shape(self) -> tuple[int, ...]:
         return next(t.shape for t in self.tensors if t.name == self.main)
 

@@ -206,52 +206,89 @@ def _call_job(name: str):
         return name, False, (type(e).__name__, msg)
 
 
-def run_jobs(jobs: dict, workers: int | None = None) -> dict:
-    """``{name: (ok, value or (error type, message))}`` for each job.
+class Jobs:
+    """Independent jobs, started at once; :meth:`results` waits for them.
 
-    The jobs (one per memory mode, plus the cost count) only read the traced
+    The jobs (one per memory mode, plus the cost count) only read the built
     model, so on Linux they run in forked processes, one per CPU core: a
-    forked child sees the model as it is, and returns plain results.
-    Elsewhere, or with one core, they run one after another.
-    ``NEURARCH_JOBS=N`` caps the workers (1: no worker processes).
+    forked child sees the model as it was at the fork, and returns plain
+    results.  Started before the parent traces the model, they overlap that
+    trace.  Elsewhere, or with one core, they run one after another inside
+    :meth:`results`.  ``NEURARCH_JOBS=N`` caps the workers (1: no worker
+    processes).  :meth:`close` stops workers still running (a timeout, a
+    failed trace): never a hang, never an orphan.
     """
-    global _JOBS
-    names = list(jobs)
-    if workers is None:
-        env = os.environ.get("NEURARCH_JOBS", "").strip()
-        want = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
-        workers = min(len(names), want)
-    if workers <= 1 or len(names) <= 1 or sys.platform != "linux":
-        _JOBS = jobs
+
+    def __init__(self, jobs: dict, workers: int | None = None):
+        global _JOBS
+        self.jobs = jobs
+        self.names = list(jobs)
+        if workers is None:
+            env = os.environ.get("NEURARCH_JOBS", "").strip()
+            want = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+            workers = min(len(self.names), want)
+        self.pool = None
+        self.futures: dict = {}
+        if workers <= 1 or len(self.names) <= 1 or sys.platform != "linux":
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        _JOBS = jobs  # the children read it: with fork, all of them start at the first submit
         try:
-            return {n: (ok, v) for n, ok, v in map(_call_job, names)}
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_init)
+            self.futures = {n: self.pool.submit(_call_job, n) for n in self.names}
         finally:
             _JOBS = None
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
 
-    _JOBS = jobs
-    out: dict = {}
+    def results(self) -> dict:
+        """``{name: (ok, value or (error type, message))}`` for each job."""
+        global _JOBS
+        if self.pool is None:
+            _JOBS = self.jobs
+            try:
+                return {n: (ok, v) for n, ok, v in map(_call_job, self.names)}
+            finally:
+                _JOBS = None
+        from concurrent.futures.process import BrokenProcessPool
+
+        out: dict = {}
+        for n, fut in self.futures.items():
+            try:
+                _, ok, v = fut.result()
+            except BrokenProcessPool:
+                # A worker that dies (killed, out of memory) breaks the pool: its jobs become errors, never a hang.
+                ok, v = False, ("WorkerCrash", "the worker process simulating this died (out of memory?)")
+            out[n] = (ok, v)
+        return out
+
+    def close(self) -> None:
+        """Shut the workers down; any still running are killed."""
+        if self.pool is None:
+            return
+        pool, self.pool = self.pool, None
+        if not all(f.done() for f in self.futures.values()):
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+        else:
+            pool.shutdown(wait=True)
+
+
+def run_jobs(jobs: dict, workers: int | None = None) -> dict:
+    """Run ``jobs`` (see :class:`Jobs`) and return ``{name: (ok, value or (error type, message))}``."""
+    started = Jobs(jobs, workers)
     try:
-        # A worker that dies (killed, out of memory) breaks the pool: its jobs become errors, never a hang.
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_init) as pool:
-            futures = {pool.submit(_call_job, n): n for n in names}
-            for fut, n in futures.items():
-                try:
-                    _, ok, v = fut.result()
-                except BrokenProcessPool:
-                    ok, v = False, ("WorkerCrash", "the worker process simulating this died (out of memory?)")
-                out[n] = (ok, v)
+        return started.results()
     finally:
-        _JOBS = None
-    return out
+        started.close()
 
 
-def _mode_job(built, plan, opts: Options, cards, mode: str, largest_layer_bytes: int = 0) -> dict:
-    """One memory mode: its figures at the input batch, each card's largest batch,
-    and for full fine-tuning, where a card cannot hold batch 1, the pipeline and
-    FSDP plans (from the simulations at batch 1 and 2)."""
+def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
+    """One memory mode: its figures at the input batch and each card's largest
+    batch; for full fine-tuning, where a card cannot hold batch 1, the
+    simulated curves at batch 1 and 2 the multi-GPU plans are made from
+    (:func:`_multi_gpu`, in the parent, which knows the layer table)."""
     from .plan.fit import card_batch
     from .plan.memory import estimate_with_curve, with_batch
 
@@ -273,36 +310,56 @@ def _mode_job(built, plan, opts: Options, cards, mode: str, largest_layer_bytes:
     for card in cards or []:
         out["fits"][card.name] = card_batch(at, card, mode, p.headroom)
     if mode == "full" and any(b == 0 for b, _ in out["fits"].values()):
-        from .plan.fit import fsdp_plans, pipeline_plans
-
         one, c1 = at(1)
-        out["multi"] = pipeline_plans(cards, "full", c1.segments if c1 else None,
-                                      one.breakdown.overhead + (0 if one.phase == "optimizer" else one.breakdown.temporary),
-                                      one.peak_bytes, p.headroom)
-        out["multi"] += fsdp_plans(cards, "full", c1, at(2)[1], largest_layer_bytes, p.headroom)
+        out["multi"] = (one, c1, at(2)[1])
     return out
 
 
-def _memory_and_work(built, plan, opts: Options, cards, structure, source):
-    """memory.<mode> at the input batch, each card's largest batch per mode, FSDP
-    plans, and the cost's per-op work (counted alongside)."""
+def _multi_gpu(cards, multi, largest_layer_bytes: int, headroom: float) -> list:
+    """Pipeline and FSDP plans for the cards that cannot hold batch 1 of full fine-tuning."""
+    from .plan.fit import fsdp_plans, pipeline_plans
+
+    one, c1, c2 = multi
+    plans = pipeline_plans(cards, "full", c1.segments if c1 else None,
+                           one.breakdown.overhead + (0 if one.phase == "optimizer" else one.breakdown.temporary),
+                           one.peak_bytes, headroom)
+    return plans + fsdp_plans(cards, "full", c1, c2, largest_layer_bytes, headroom)
+
+
+def _count_job(built, opts: Options, default_shape):
+    """The cost's per-op work.  It runs the model on the trace's fake tensors; a
+    worker forked before the trace moves its own copy of the model to fake ones."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from .cost import count_step
+    from .trace.fake import new_mode, to_fake
+
+    if not any(isinstance(p, FakeTensor) for p in built.model.parameters()):
+        to_fake(built.model, new_mode())
+    return count_step(built.model, built.config, opts.inputs, opts.cost.precision, default_shape)
+
+
+def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
+    """Start the memory modes and the cost count (they need only the built model and its inputs)."""
+    jobs = {}
+    if opts.plan is not None:
+        for mode in opts.plan.modes:
+            jobs[mode] = lambda mode=mode: _mode_job(built, plan, opts, cards, mode)
+    if opts.cost is not None:
+        jobs["cost"] = lambda: _count_job(built, opts, default_shape)
+    # The slowest first, so two workers finish together.
+    order = [n for n in ("lora", "qlora", "full", "cost", "inference") if n in jobs]
+    return Jobs({n: jobs[n] for n in order})
+
+
+def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure):
+    """memory.<mode> at the input batch, each card's largest batch per mode, the
+    multi-GPU plans, and the cost's per-op work, from the jobs' results."""
     from .plan.fit import CardFit
     from .plan.schema import MemoryAssumptions, MemorySection
 
     p = opts.plan
-    jobs = {}
-    elem = 4 if opts.precision == "fp32" else 2
-    largest = max((n.parameters for n in structure.nodes), default=0) * elem
-    if p is not None:
-        for mode in p.modes:
-            jobs[mode] = lambda mode=mode: _mode_job(built, plan, opts, cards, mode, largest)
-    if opts.cost is not None:
-        from .cost import count_step
-
-        jobs["cost"] = lambda: count_step(built.model, built.config, opts.inputs, opts.cost.precision, source.default_input_shape)
-    # The slowest first, so two workers finish together.
-    order = [n for n in ("lora", "qlora", "full", "cost", "inference") if n in jobs]
-    results = run_jobs({n: jobs[n] for n in order})
+    results = jobs.results()
     work = None
     if "cost" in results:
         ok, value = results["cost"]
@@ -325,7 +382,7 @@ def _memory_and_work(built, plan, opts: Options, cards, structure, source):
         )
     )
     fits = [CardFit.for_card(c) for c in cards or []]
-    full = None
+    multi: list = []
     for mode in p.modes:
         ok, value = results[mode]
         if not ok:  # a mode that does not apply or cannot run is a result, not a crash
@@ -334,9 +391,10 @@ def _memory_and_work(built, plan, opts: Options, cards, structure, source):
         setattr(section, mode, value["memory"])
         for fit in fits:
             fit.max_batch[mode], fit.checked[mode] = value["fits"][fit.name]
-        if mode == "full":
-            full = value
-    multi = full.get("multi", []) if full is not None else []
+        if "multi" in value:
+            elem = 4 if opts.precision == "fp32" else 2
+            largest = max((n.parameters for n in structure.nodes), default=0) * elem
+            multi = _multi_gpu(cards, value["multi"], largest, p.headroom)
     return section, fits, multi, work
 
 
@@ -378,18 +436,28 @@ def analyze(spec: str, options: Options | None = None) -> Report:
     with _time_limit(timeout, f"tracing {source.id}"), _library_logs() as library_warnings:
         built = build(source)
         plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
-        result = trace(built.model, plan, backward=opts.backward)
-        params = build_params(built.model, source.checkpoint, built.config)
-        structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
-        cost = memory = None
-        fits: list = []
-        multi: list = []
-        traced = result.forward.ok and result.backward is not None and result.backward.ok
-        if (opts.plan is not None or opts.cost is not None) and traced:
-            memory, fits, multi, work = _memory_and_work(built, plan, opts, cards, structure, source)
-            if opts.cost is not None:
-                full = {f.name: f.max_batch.get("full") for f in fits} if fits and "full" in opts.plan.modes else None
-                cost = _cost(work, opts, plan, params.trainable, cards, full)
+        want_jobs = opts.plan is not None or opts.cost is not None
+        jobs = None
+        try:
+            if want_jobs and plan.settled:
+                jobs = _start_jobs(built, plan, opts, cards, source.default_input_shape)  # forked now, they run while the model is traced
+            result = trace(built.model, plan, backward=opts.backward)
+            params = build_params(built.model, source.checkpoint, built.config)
+            structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
+            cost = memory = None
+            fits: list = []
+            multi: list = []
+            traced = result.forward.ok and result.backward is not None and result.backward.ok
+            if want_jobs and traced:
+                if jobs is None:  # inputs the trace had to settle first (VLM image tokens, a fallback layout)
+                    jobs = _start_jobs(built, plan, opts, cards, source.default_input_shape)
+                memory, fits, multi, work = _memory_and_work(jobs, plan, opts, cards, structure)
+                if opts.cost is not None:
+                    full = {f.name: f.max_batch.get("full") for f in fits} if fits and "full" in opts.plan.modes else None
+                    cost = _cost(work, opts, plan, params.trainable, cards, full)
+        finally:
+            if jobs is not None:
+                jobs.close()
 
     warnings = []
     if source.checkpoint is None:
