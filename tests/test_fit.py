@@ -24,9 +24,15 @@ def test_fsdp_cards_and_batch_by_hand():
     assert p10.max_batch_per_gpu == 1
     (p11,) = fsdp_plans([_card("C11", 11)], "full", c1, c2, G // 2, headroom=1.0)
     assert p11.gpus == 4 and p11.max_batch_per_gpu == 2  # 11 - 1 - 8 = 2 GB: one more sample
-    # A card that holds batch 1 alone gets no plan; one that 512 cards cannot help either.
+    # A card that holds batch 1 alone gets no plan.
     assert fsdp_plans([_card("Big", 40)], "full", c1, c2, G // 2, headroom=1.0) == []
-    assert fsdp_plans([_card("Tiny", 3)], "full", c1, c2, G // 2, headroom=1.0) == []  # activations alone: 4 + 1 GB
+    # One that no number of cards helps gets gpus 0 and what stays whole per card:
+    # max(30 - 28, 20 - 16) + 1 = 5 GB (the backward op's unsharded 4 GB plus the gathered layers).
+    (tiny,) = fsdp_plans([_card("Tiny", 3)], "full", c1, c2, G // 2, headroom=1.0)
+    assert (tiny.gpus, tiny.per_gpu_bytes, tiny.max_batch_per_gpu) == (0, 5 * G, 0)
+    # Just above that floor: 4 + 16/N + 1 <= 5.1 GB from N = 160 cards.
+    (p51,) = fsdp_plans([_card("C5.1", 5.1)], "full", c1, c2, G // 2, headroom=1.0)
+    assert p51.gpus == 160
     # Headroom divides the card: 11.5 GB / 1.15 = 10 GB -> as the 10 GB card.
     (ph,) = fsdp_plans([_card("C11.5", 11.5)], "full", c1, c2, G // 2, headroom=1.15)
     assert ph.gpus == 4 and ph.max_batch_per_gpu == 1

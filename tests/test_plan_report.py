@@ -80,7 +80,7 @@ def test_multi_gpu_plans_where_batch_1_does_not_fit(tmp_path):
     cfg = dict(TINY, num_hidden_layers=6, vocab_size=32000)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     r = analyze(str(tmp_path), Options(inputs=InputOptions(seq_len=256), plan=PlanOptions(modes=("full",)),
-                                       cost=CostOptions(cards=["Tiny:0.75"])))
+                                       cost=CostOptions(cards=["Tiny:0.75", "Speck:0.3"])))
     budget = 0.75e9 / 1.15
     assert r.memory.full.peak_bytes > budget
     assert next(c for c in r.cards if c.name == "Tiny").max_batch["full"] == 0
@@ -95,3 +95,7 @@ def test_multi_gpu_plans_where_batch_1_does_not_fit(tmp_path):
     assert fsdp.gpus >= 2 and fsdp.per_gpu_bytes <= budget and fsdp.max_batch_per_gpu >= 1
     md = render_md(r)
     assert "PIPELINE on 2 x Tiny" in md and "FSDP on" in md
+    # No number of 0.3 GB cards helps: each keeps the CUDA context and workspaces (0.35 GB) whole.
+    (speck,) = [p for p in r.multi_gpu if p.card == "Speck"]
+    assert speck.strategy == "fsdp" and speck.gpus == 0 and speck.per_gpu_bytes >= overhead > 0.3e9 / 1.15
+    assert "no number of Speck holds batch 1" in md

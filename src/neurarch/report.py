@@ -16,7 +16,7 @@ from .plan.fit import CardFit, MultiGpuPlan
 from .plan.schema import MemorySection
 from .verify.schema import Finding, Verifier
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 class _Model(BaseModel):

@@ -49,8 +49,10 @@ class MultiGpuPlan(_Model):
     card: str
     strategy: str = Field(description="fsdp: FSDP / ZeRO-3 full sharding over identical cards; pipeline: the model's layers split in two contiguous stages, one per card.")
     mode: str
-    gpus: int = Field(description="Smallest number of these cards that holds batch 1 per card.")
-    per_gpu_bytes: int = Field(description="Estimated need per card at batch 1 (pipeline: the fuller card).")
+    gpus: int = Field(description="Smallest number of these cards that holds batch 1 per card; 0 when no number does "
+                      "(what each card keeps whole, activations and scratch, is already more than it has).")
+    per_gpu_bytes: int = Field(description="Estimated need per card at batch 1 (pipeline: the fuller card; gpus 0: what "
+                               "each card would need however many there were).")
     max_batch_per_gpu: Optional[int] = Field(None, description="Largest per-card batch at that card count (estimate; not estimated for pipeline).")
     cut_after: Optional[str] = Field(None, description="pipeline: the last segment (layer or module) on the first card.")
     stage_bytes: Optional[list[int]] = Field(None, description="pipeline: each card's estimated need, in order.")
@@ -173,8 +175,18 @@ def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, h
     plans = []
     for card in cards:
         budget = card.memory_bytes / headroom
-        if max(v1) <= budget or need(max_gpus) > budget:
-            continue  # fits alone, or not even max_gpus cards hold batch 1
+        if max(v1) <= budget:
+            continue  # fits alone
+        if need(max_gpus) > budget:  # not even max_gpus cards hold batch 1: say so, and how much stays per card
+            floor = max(v - s for v, s in zip(v1, sh)) + gather
+            plans.append(
+                MultiGpuPlan(
+                    card=card.name, strategy="fsdp", mode=mode, gpus=0, per_gpu_bytes=int(floor), max_batch_per_gpu=0,
+                    method=f"no number of these cards holds batch 1 (up to {max_gpus} tried): what each card keeps whole at "
+                    "batch 1 (activations, scratch and two gathered copies of the largest layer) is more than it has",
+                )
+            )
+            continue
         lo, hi = 2, max_gpus
         while lo < hi:  # need(n) falls as n grows
             mid = (lo + hi) // 2

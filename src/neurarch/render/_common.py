@@ -198,7 +198,11 @@ def fit_rows(report: Report) -> list[list[str]]:
 def multi_gpu_lines(report: Report) -> list[str]:
     """One line per plan, then each strategy's method once."""
     lines, methods = [], {}
+    none: dict[tuple[str, str], list] = {}  # (strategy, mode) -> plans with no card count that holds batch 1
     for p in report.multi_gpu:
+        if p.gpus == 0:
+            none.setdefault((p.strategy, p.mode), []).append(p)
+            continue
         methods.setdefault(p.strategy, p.method)
         if p.strategy == "pipeline":
             stages = " + ".join(gib(b) for b in p.stage_bytes or [])
@@ -206,6 +210,11 @@ def multi_gpu_lines(report: Report) -> list[str]:
         else:
             lines.append(f"{p.strategy.upper()} on {p.gpus} x {p.card} ({p.mode}): about {gib(p.per_gpu_bytes)} per card at batch 1"
                          + (f", up to batch {p.max_batch_per_gpu} per card." if p.max_batch_per_gpu else "."))
+    for (strategy, mode), plans in none.items():
+        need = max(p.per_gpu_bytes for p in plans)
+        hint = "" if report.memory is None or report.memory.assumptions.grad_checkpointing else "; --grad-checkpointing makes the activations smaller"
+        lines.append(f"{strategy.upper()} ({mode}): no number of {', '.join(p.card for p in plans)} holds batch 1: each card "
+                     f"would still keep about {gib(need)} whole (activations and scratch are not sharded){hint}.")
     lines += [f"{strategy.upper()} is an {method}." if method.startswith("estimate") else f"{strategy.upper()}: {method}."
               for strategy, method in methods.items()]
     return lines
