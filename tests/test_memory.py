@@ -278,3 +278,37 @@ def test_training_without_cache_builds_no_mask(use_cache):
     sim = simulate(built, plan, setup)
     meas = measure_cpu(_real_factory(built), built.config, plan, setup)
     assert abs(sim.steady.bytes - meas.step_peaks[1]) <= 64
+
+
+def _tiny_llava():
+    # LLaVA: a CLIP vision tower (2 layers, 112 px, 14 px patches -> 64 image
+    # features) feeding a 2-layer Llama through a projector.  Its forward counts the
+    # image tokens in input_ids (int(mask.sum())) and scatters the features into them.
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
+
+    vision = CLIPVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                              image_size=112, patch_size=14)
+    text = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, vocab_size=1100)
+    raw = LlavaConfig(vision_config=vision, text_config=text, image_token_index=1000).to_dict()
+    raw["architectures"] = ["LlavaForConditionalGeneration"]
+    return raw
+
+
+@pytest.mark.parametrize("setup", [TrainSetup(mode="full", precision="fp32", device="cpu"),
+                                   TrainSetup(mode="lora", precision="bf16-mixed", device="cpu")], ids=["full-fp32", "lora-bf16"])
+def test_vision_language_model_reads_token_values_and_matches_real_cpu_step(setup):
+    # torch's MemTracker (and this simulator before) stops at the data-dependent
+    # token count; the step runs with the inputs' values known and matches the allocator.
+    built = _built(_tiny_llava())
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=32))
+    sim = simulate(built, plan, setup)  # counts the image tokens into the plan first
+    assert plan.main_shape[1] > 64  # the text was lengthened to hold the 64 image tokens
+    # Fine-tuned as a causal LM on its own text (labels = the input ids' shape), as LLaVA trains.
+    from neurarch.plan.step import label_specs
+
+    (labels,) = label_specs(built.model, built.config, plan)
+    assert labels.name == "labels" and tuple(labels.shape) == tuple(plan.main_shape)
+    meas = measure_cpu(_real_factory(built), built.config, plan, setup)
+    assert _err(sim.first.bytes, meas.step_peaks[0]) < 1e-4
+    assert _err(sim.steady.bytes, meas.step_peaks[1]) < 1e-4

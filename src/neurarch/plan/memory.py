@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ..build import BuiltModel
 from ..errors import NeurarchError
@@ -207,6 +208,7 @@ class _Watch(Observer):
         self.tracker = tracker
         self.gaps = gaps
         self.phase_starts: list[tuple[int, int, str]] = []  # (event, step, phase)
+        self.values = None  # the value-tracking mode, when the step runs under one (see _run)
 
     @contextlib.contextmanager
     def phase(self, step: int, name: str):
@@ -268,27 +270,55 @@ def _peak_of(lives: list[Life], lo: int, hi: int) -> Peak:
     return Peak(best, at, step, phase, module, breakdown)
 
 
-def _value_tools():
-    """The tracer's value-tracking mode (neurarch.trace.fake), when this version has it.
+# Ops that need a tensor's value, which a fake tensor does not have.
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException  # noqa: E402
 
-    Used only to let the input planner resolve its inputs (count the image
-    tokens a VLM needs ...) before the tracked step.  It is not active during
-    the step: it keeps references to op arguments, which would stretch the
-    lifetimes the tracker measures.
-    """
-    try:
-        from ..trace.fake import ValueMode, quiet_fake_logs
-    except ImportError:
-        return None
-    return ValueMode, quiet_fake_logs
+_VALUE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
+_NEEDS_VALUES: set[int] = set()  # id(config) of models whose step read a value (checked first next time)
 
 
-def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False) -> tuple[LiveTracker, _Watch]:
+def _needs_values(e: BaseException) -> bool:
+    """Whether ``e`` (or what caused it) is a fake tensor asked for a value."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, _VALUE_ERRORS):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+def _with_values(built: BuiltModel, run):
+    """``run(values)``: first without known values (the cheaper run), and again with
+    them when the model's code asks a fake tensor for a value (VLMs count their
+    image tokens: ``int(mask.sum())``, ``x[mask]``)."""
+    key = id(built.config)
+    if key not in _NEEDS_VALUES:
+        try:
+            return run(False)
+        except Exception as e:
+            if not _needs_values(e):
+                raise
+            _NEEDS_VALUES.add(key)
+    return run(True)
+
+
+def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False,
+         values: bool = False) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
     QLoRA's weights are quantized first, with bitsandbytes' own code on fake
     tensors, and count as weights from the start.
+
+    ``values``: run the step under the tracer's value-tracking mode
+    (:class:`neurarch.trace.fake.ValueMode`) with ``guess=False``: small
+    inputs (token ids, masks, grids) are real, ops on them are computed for
+    real, so code that reads a value runs; a value that would depend on the
+    weights is an error, never a guess.  That mode keeps no op's arguments, so
+    lifetimes are what they would be.  ``watch.values`` hands it to ``body``
+    for :func:`~neurarch.plan.step.make_batch`.
     """
+    from ..trace.fake import VALUE_LIMIT, ValueMode, quiet_fake_logs
+
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     _to_fake(model, mode)
     tracker = LiveTracker(model, prefix_strip=("base_model.model.",))
@@ -303,23 +333,31 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
         with warnings.catch_warnings(), mode:
             warnings.simplefilter("ignore")
             quantized = quantize_4bit(model)
-    tools = _value_tools()
-    if plan is not None and tools is not None and hasattr(plan, "resolve") and not getattr(plan, "resolved", True):
-        ValueMode, quiet_fake_logs = tools
-        quiet_fake_logs()
-        values = ValueMode(mode)
+    quiet_fake_logs()
+    if plan is not None and hasattr(plan, "resolve") and not getattr(plan, "resolved", True):
+        # A probe run to count image tokens: not part of the tracked step.
+        probe = ValueMode(mode)
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        with warnings.catch_warnings(), mode, values, values.functions:
+        with warnings.catch_warnings(), mode, probe, probe.functions:
             warnings.simplefilter("ignore")
-            plan.resolve(base, values)  # a probe run: not part of the tracked step
-        del values
+            plan.resolve(base, probe)
+        del probe
+    # Integer inputs (token ids, masks) keep their values however large the batch
+    # (token ids at batch 10,000 ...); images and other float inputs need none.
+    limit = max([VALUE_LIMIT, *(t.numel for t in getattr(plan, "tensors", []) if not t.dtype.is_floating_point)])
+    known = ValueMode(mode, limit=limit, guess=False) if values else None
+    watch.values = known
+    value_modes = (known, known.functions) if known is not None else ()
     # No collection during the tracked run: frees happen where reference counts
     # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)
     gc.collect(0)
     gc.disable()
     try:
-        with warnings.catch_warnings(), unpacked_sequences(), mode, gaps, kernels, tracker:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")
+            for cm in (unpacked_sequences(), mode, gaps, *value_modes, kernels, tracker):
+                stack.enter_context(cm)  # the tracker innermost: it sees what the value mode returns
             for t in [*model.parameters(), *model.buffers(), *quantized, *held]:
                 tracker.register(t, WEIGHTS)
             body(tracker, watch)
@@ -344,6 +382,11 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
         return simulate_inference(built, plan, setup, record_ops=record_ops)
     if not 1 <= steps <= 8:
         raise PlanOptionError(f"steps must be 1 to 8, got {steps}")
+    return _with_values(built, lambda values: _simulate(built, plan, setup, steps, record_ops, steady_only, values))
+
+
+def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int, record_ops: bool, steady_only: bool,
+              values: bool) -> Simulation:
     base = meta_copy(built.model)
     labels = label_specs(base, built.config, plan)
     with warnings.catch_warnings():
@@ -351,7 +394,7 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
         model = prepare(base, setup)
 
     def body(tracker: LiveTracker, watch: _Watch) -> None:
-        batch = make_batch(plan, labels, setup, real=False)
+        batch = make_batch(plan, labels, setup, real=False, values=watch.values)
         for t in batch.values():
             if isinstance(t, torch.Tensor):
                 tracker.register(t, INPUT)
@@ -364,7 +407,7 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
         else:
             train(model, batch, optimizer, setup, steps, watch, device_type="cpu")
 
-    tracker, watch = _run(model, setup, body, plan, record_ops)
+    tracker, watch = _run(model, setup, body, plan, record_ops, values)
     lives = tracker.lives
     starts = {(step, ph): ev for ev, step, ph in watch.phase_starts}
     step_peaks = []
@@ -442,6 +485,11 @@ def _cache_of(out):
 def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, context_len: int | None = None, record_ops: bool = False) -> Simulation:
     """Prefill at the input shape; for decoders, then the KV cache at ``context_len``
     tokens and one decode step on it.  Weights are held in the compute dtype."""
+    return _with_values(built, lambda values: _simulate_inference(built, plan, setup, context_len, record_ops, values))
+
+
+def _simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, context_len: int | None, record_ops: bool,
+                        values: bool) -> Simulation:
     model = prepare(meta_copy(built.model), setup)
     accepts = _decoder_accepts(model)
     # transformers 5 calls the cache argument ``cache``; 4.x called it ``past_key_values``.
@@ -454,7 +502,7 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
     info: dict[str, int] = {}
 
     def body(tracker: LiveTracker, watch: _Watch) -> None:
-        batch = make_batch(plan, [], setup, real=False)
+        batch = make_batch(plan, [], setup, real=False, values=watch.values)
         batch.update(extra)  # generation's own switches win over the planner's (use_cache)
         for t in batch.values():
             if isinstance(t, torch.Tensor):
@@ -466,18 +514,28 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
                 return
             cache = _cache_of(out)
             del out
+            def token_ids(shape):
+                if watch.values is None:
+                    return torch.randint(0, 2, shape)
+                # Under the value mode the ids are real (code may count special tokens in them).
+                with _disable_current_modes():
+                    real = torch.randint(0, 2, shape)
+                ids = watch.values.real(real)
+                tracker.register(ids, INPUT)
+                return ids
+
             if ctx and plan.seq_len and ctx != plan.seq_len:
                 del cache
-                long = {"input_ids": torch.randint(0, 2, (plan.batch, ctx))}
+                long = {"input_ids": token_ids((plan.batch, ctx))}
                 with watch.phase(2, "prefill"):
                     cache = _cache_of(model(**long, **extra))
             info["kv"] = _storage_sum(_reachable_tensors(cache)) if cache is not None else 0
-            step_ids = torch.randint(0, 2, (plan.batch, 1))
+            step_ids = token_ids((plan.batch, 1))
             with watch.phase(3, "decode"):
                 out = model(input_ids=step_ids, **{cache_arg: cache}, **extra)
             del out
 
-    tracker, watch = _run(model, setup, body, plan, record_ops)
+    tracker, watch = _run(model, setup, body, plan, record_ops, values)
     lives = tracker.lives
     peak = _peak_of(lives, 0, tracker.events)
     # The prefill at context_len only builds the cache; what generation needs is

@@ -140,7 +140,23 @@ def lora_targets(model: nn.Module, rank: int) -> list[str]:
             conv_n += n
             if rank % mod.groups == 0:
                 conv.append(name)
-    return linear + conv if conv_n > linear_n else linear
+    chosen = linear + conv if conv_n > linear_n else linear
+    return [name for name in chosen if _peft_accepts(model, name)]
+
+
+def _peft_accepts(model: nn.Module, name: str) -> bool:
+    """Whether peft lets LoRA adapt this module (it refuses some by name: Mamba's
+    ``out_proj`` and ``conv1d``), asked with peft's own check."""
+    try:
+        from peft import LoraConfig
+        from peft.tuners.tuners_utils import _check_lora_target_modules_mamba
+    except ImportError:  # another peft: its own error, if any, comes from get_peft_model
+        return True
+    try:
+        _check_lora_target_modules_mamba(LoraConfig(), model, name.rsplit(".", 1)[-1])
+    except ValueError:
+        return False
+    return True
 
 
 def _keep_fp32(model: nn.Module) -> list[str]:
@@ -210,8 +226,9 @@ def prepare(model: nn.Module, setup: TrainSetup) -> nn.Module:
             warnings.simplefilter("ignore")
             enable()
     if setup.mode == "full":
-        if setup.weight_dtype != torch.float32:
-            cast_model(model, setup.weight_dtype)
+        # fp32 too: a model built from sub-configs of different dtypes (a VLM whose text
+        # config says bfloat16) trains with one master-weight dtype, as from_pretrained(dtype=...) loads it.
+        cast_model(model, setup.weight_dtype)
         for p in model.parameters():
             p.requires_grad_(True)
         return model.train()
@@ -401,6 +418,11 @@ def label_specs(model: nn.Module, cfg: Any, plan: InputPlan) -> list[TensorSpec]
         return [TensorSpec("labels", t.shape, torch.long, t.high)]
     if cls.endswith("ForConditionalGeneration") and "decoder_input_ids" in by_name:
         t = by_name["decoder_input_ids"]
+        return [TensorSpec("labels", t.shape, torch.long, t.high)]
+    if cls.endswith("ForConditionalGeneration") and "input_ids" in by_name and not getattr(cfg, "is_encoder_decoder", False):
+        # A decoder-only vision (audio) language model (LLaVA, PaliGemma, Qwen2-VL ...): it
+        # is fine-tuned as a causal LM on its own text, image tokens included.
+        t = by_name["input_ids"]
         return [TensorSpec("labels", t.shape, torch.long, t.high)]
     if cls.endswith("ForTokenClassification") and "input_ids" in by_name:
         return [TensorSpec("labels", by_name["input_ids"].shape, torch.long, num_labels)]

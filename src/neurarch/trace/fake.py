@@ -136,10 +136,14 @@ class ValueMode(TorchDispatchMode):
     memory) should run under ``running()`` too, with ``plan.make(values)``.
     """
 
-    def __init__(self, fake_mode: FakeTensorMode, limit: int = VALUE_LIMIT):
+    def __init__(self, fake_mode: FakeTensorMode, limit: int = VALUE_LIMIT, guess: bool = True):
         super().__init__()
         self.fake_mode = fake_mode
         self.limit = limit
+        # guess=False: values only from the inputs and small buffers, computed exactly;
+        # nothing recomputed from the weights as noise, and no op's arguments kept
+        # (a memory simulation must see every tensor freed where the real run frees it).
+        self.guess = guess
         self.functions = _TensorFromValues(self)  # enter it too: torch.tensor([t0, t1]) of fake scalars
         self.guessed: dict[str, int] = {}  # op -> how many of its outputs were taken as random (see materialize)
         self._gen = torch.Generator().manual_seed(0)
@@ -179,7 +183,7 @@ class ValueMode(TorchDispatchMode):
         whose outputs were taken as noise.
         """
         v = self.value(t)
-        if v is not None or not isinstance(t, FakeTensor) or t.numel() > self.limit:
+        if v is not None or not self.guess or not isinstance(t, FakeTensor) or t.numel() > self.limit:
             return v
         src = getattr(t, _SRC, None)
         r = self._recompute(t, src, depth) if src is not None and depth < 48 else None
@@ -225,6 +229,8 @@ class ValueMode(TorchDispatchMode):
             return torch.zeros(t.shape, dtype=t.dtype)  # ints index things: 0 is always in range
 
     def _note_source(self, func, args, kwargs, out) -> None:
+        if not self.guess:
+            return
         for i, o in enumerate(tree_flatten(out)[0]):
             if isinstance(o, FakeTensor) and o.numel() <= self.limit and not hasattr(o, _ATTR):
                 setattr(o, _SRC, (func, args, kwargs, i))
@@ -298,8 +304,7 @@ class ValueMode(TorchDispatchMode):
                         new.extend(self._to_fake(p) for p in positions)
                     else:
                         # A big mask (an expanded view): only the count matters for the shapes.
-                        with _disable_current_modes():
-                            count = int(v.sum())
+                        count = _count_true(v)
                         new.extend(torch.empty(count, dtype=torch.long, device=ix.device) for _ in range(v.dim()))
                     changed = True
                     continue
@@ -353,6 +358,21 @@ class ValueMode(TorchDispatchMode):
         else:
             self._note_source(func, args, kwargs, out)
         return out
+
+
+def _count_true(mask: torch.Tensor) -> int:
+    """How many elements of a boolean tensor are true, without materialising an
+    expanded view: the dims it repeats (stride 0) multiply the count of one slice."""
+    repeat = 1
+    index = []
+    for d in range(mask.dim()):
+        if mask.stride(d) == 0 and mask.size(d) > 1:
+            repeat *= mask.size(d)
+            index.append(slice(0, 1))
+        else:
+            index.append(slice(None))
+    with _disable_current_modes():
+        return int(mask[tuple(index)].sum()) * repeat
 
 
 _FROM_DATA = {torch.tensor, torch.as_tensor, torch.Tensor.new_tensor}
