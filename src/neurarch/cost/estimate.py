@@ -28,6 +28,8 @@ from torch import nn
 from ..cards import Card
 from ..inputs import InputOptions, InputPlan, plan_inputs
 from ..plan.depth import cut, stack_of
+from ..plan.step import PlanOptionError, label_specs, loss_of
+from ..trace.fake import ValueMode
 from ..trace.run import _loss
 from .counter import OpCounter, OpRecord
 from .schema import CostAssumptions, CostCard, CostHeadline, CostSection
@@ -79,16 +81,30 @@ class StepWork:
         return sum(f * w for f, _, _, _, w in self.at(batch))
 
 
-def _count(model: nn.Module, plan: InputPlan, float_bytes: int) -> OpCounter:
+def _count(model: nn.Module, plan: InputPlan, float_bytes: int, cfg=None) -> OpCounter:
     params = list(model.parameters())
     mode = getattr(params[0], "fake_mode", None) if params else None
     if mode is None:
         raise RuntimeError("count_step needs a model already moved to fake tensors (run the trace first)")
     counter = OpCounter(float_bytes=float_bytes)
-    with mode:
-        inputs = plan.make()
+    # Under the tracer's value mode, as the trace ran: code that reads a value
+    # (a VLM counting its image tokens) runs, and the plan gets its token counts.
+    values = ValueMode(mode)
+    with values.running():
+        plan.resolve(model, values)
+        inputs = plan.make(values)
+        # The task's own loss, as the memory planner trains (labels where the model
+        # takes them); models without one: their first floating output summed.
+        labels = label_specs(model, cfg, plan)
+        if labels:
+            inputs.update(type(plan)(tensors=list(labels), main=labels[0].name, batch=plan.batch).make(values))
         with counter:
-            loss = _loss(model(**inputs))  # the trace's loss: every floating output, summed
+            out = model(**inputs)
+            try:
+                loss = loss_of(out)
+            except PlanOptionError:
+                loss = _loss(out)  # no floating output that needs grad first: every one, summed
+            del out
             if loss is not None:
                 counter.phase = "backward"
                 loss.backward()
@@ -101,7 +117,7 @@ def _count_at_2_and_3(model: nn.Module, cfg, opts: InputOptions, float_bytes: in
     works = []
     for b in (2, 3):
         o = InputOptions(batch=b, seq_len=opts.seq_len, image_size=opts.image_size, input_shape=opts.input_shape)
-        works.append(_count(model, plan_inputs(model, cfg, o, default_shape), float_bytes))
+        works.append(_count(model, plan_inputs(model, cfg, o, default_shape), float_bytes, cfg))
     c1, c2 = works
     if [r.op for r in c1.records] != [r.op for r in c2.records]:
         raise RuntimeError("the model runs different ops at batch 2 and 3; cannot extrapolate")
