@@ -29,7 +29,7 @@ from ..cards import Card
 from ..inputs import InputOptions, InputPlan, plan_inputs
 from ..plan.depth import cut, stack_of
 from ..plan.step import PlanOptionError, label_specs, loss_of
-from ..trace.fake import ValueMode
+from ..trace.fake import ValueMode, needs_value
 from ..trace.run import _loss
 from .counter import OpCounter, OpRecord
 from .schema import CostAssumptions, CostCard, CostHeadline, CostSection
@@ -82,34 +82,47 @@ class StepWork:
 
 
 def _count(model: nn.Module, plan: InputPlan, float_bytes: int, cfg=None) -> OpCounter:
+    """One training step's ops: forward with the task's own loss (the labels the
+    memory planner trains with; a model without one: its first floating output
+    summed), then backward.  Plain fake tensors first; a model whose code reads
+    a value (a VLM counting its image tokens) is counted under the tracer's value
+    mode, as it was traced."""
     params = list(model.parameters())
     mode = getattr(params[0], "fake_mode", None) if params else None
     if mode is None:
         raise RuntimeError("count_step needs a model already moved to fake tensors (run the trace first)")
+    if all(r.count is not None for t in plan.tensors for r in t.runs):
+        try:
+            return _count_once(model, plan, float_bytes, cfg, mode, None)
+        except Exception as e:
+            if not needs_value(e):
+                raise
+    return _count_once(model, plan, float_bytes, cfg, mode, ValueMode(mode))
+
+
+def _count_once(model: nn.Module, plan: InputPlan, float_bytes: int, cfg, mode, values) -> OpCounter:
     counter = OpCounter(float_bytes=float_bytes)
-    # Under the tracer's value mode, as the trace ran: code that reads a value
-    # (a VLM counting its image tokens) runs, and the plan gets its token counts.
-    values = ValueMode(mode)
-    with values.running():
-        plan.resolve(model, values)
-        inputs = plan.make(values)
-        # The task's own loss, as the memory planner trains (labels where the model
-        # takes them); models without one: their first floating output summed.
-        labels = label_specs(model, cfg, plan)
-        if labels:
-            inputs.update(type(plan)(tensors=list(labels), main=labels[0].name, batch=plan.batch).make(values))
-        with counter:
-            out = model(**inputs)
-            try:
-                loss = loss_of(out)
-            except PlanOptionError:
-                loss = _loss(out)  # no floating output that needs grad first: every one, summed
-            del out
-            if loss is not None:
-                counter.phase = "backward"
-                loss.backward()
-    for p in model.parameters():
-        p.grad = None
+    try:
+        with values.running() if values is not None else mode:
+            if values is not None:
+                plan.resolve(model, values)
+            inputs = plan.make(values)
+            labels = label_specs(model, cfg, plan)
+            if labels:
+                inputs.update(type(plan)(tensors=list(labels), main=labels[0].name, batch=plan.batch).make(values))
+            with counter:
+                out = model(**inputs)
+                try:
+                    loss = loss_of(out)
+                except PlanOptionError:
+                    loss = _loss(out)  # no floating output that needs grad first: every one, summed
+                del out
+                if loss is not None:
+                    counter.phase = "backward"
+                    loss.backward()
+    finally:
+        for p in model.parameters():
+            p.grad = None
     return counter
 
 

@@ -46,6 +46,7 @@ from ..build import BuiltModel
 from ..errors import NeurarchError
 from ..inputs import InputPlan
 from . import depth
+from ..trace.fake import needs_value
 from .fakefix import FakeGaps, unpacked_sequences
 from .overhead import cuda_round, fixed_overhead
 from .schema import MemoryBreakdown, MemoryMode, MemorySection
@@ -270,21 +271,7 @@ def _peak_of(lives: list[Life], lo: int, hi: int) -> Peak:
     return Peak(best, at, step, phase, module, breakdown)
 
 
-# Ops that need a tensor's value, which a fake tensor does not have.
-from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException  # noqa: E402
-
-_VALUE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
 _NEEDS_VALUES: set[int] = set()  # id(config) of models whose step read a value (checked first next time)
-
-
-def _needs_values(e: BaseException) -> bool:
-    """Whether ``e`` (or what caused it) is a fake tensor asked for a value."""
-    seen = 0
-    while e is not None and seen < 8:
-        if isinstance(e, _VALUE_ERRORS):
-            return True
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    return False
 
 
 def _with_values(built: BuiltModel, run):
@@ -296,7 +283,7 @@ def _with_values(built: BuiltModel, run):
         try:
             return run(False)
         except Exception as e:
-            if not _needs_values(e):
+            if not needs_value(e):
                 raise
             _NEEDS_VALUES.add(key)
     return run(True)

@@ -114,19 +114,22 @@ class _ModuleStack:
         return self.stack[-1] if self.stack else None
 
 
+NODE_MODULE = "neurarch.module"  # key in an autograd node's metadata: the module that made it
+
+
 class _NodeNames(TorchFunctionMode):
     """Remember which module made each autograd node, to name modules in backward.
 
     A torch-level call's outputs carry their ``grad_fn`` here (we sit above
-    autograd), so the node is mapped to the module running at that moment.
-    Nodes cannot be weakly referenced, so we map ``id(node)`` and clear the map
-    after each backward; a reused id is simply overwritten.
+    autograd), so the node is labelled with the module running at that moment,
+    in the node's own ``metadata`` dict: the label lives and dies with the node.
+    (Keying a map by ``id(node)`` instead let a dead node's id, reused by a new
+    node, carry a stale name: attributions then depended on memory layout.)
     """
 
     def __init__(self, modules: _ModuleStack):
         super().__init__()
         self.modules = modules
-        self.by_node: dict[int, str] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -136,7 +139,7 @@ class _NodeNames(TorchFunctionMode):
                 if isinstance(t, torch.Tensor):
                     fn = t.grad_fn
                     if fn is not None:
-                        self.by_node[id(fn)] = name
+                        fn.metadata[NODE_MODULE] = name
         return out
 
 
@@ -172,7 +175,7 @@ class LiveTracker(TorchDispatchMode):
             self._bw_module = None
 
     def end_backward(self) -> None:
-        self.nodes.by_node.clear()
+        """Backward is over: ops from here on belong to no node (kept for the loop's observer)."""
 
     def register(self, t: torch.Tensor, role: str) -> None:
         """Declare a tensor that already exists (weights, inputs, gradients)."""
@@ -196,7 +199,7 @@ class LiveTracker(TorchDispatchMode):
         if self.phase == "backward":
             node = torch._C._current_autograd_node()
             if node is not None:
-                name = self.nodes.by_node.get(id(node))
+                name = node.metadata.get(NODE_MODULE)
                 if name is not None:
                     if peek:
                         return name

@@ -37,7 +37,7 @@ import logging
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import DynamicOutputShapeException, FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensor, FakeTensorMode
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import arg_tree_leaves, tree_flatten, tree_map
@@ -358,6 +358,18 @@ class ValueMode(TorchDispatchMode):
         else:
             self._note_source(func, args, kwargs, out)
         return out
+
+
+def needs_value(e: BaseException) -> bool:
+    """Whether ``e`` (or what caused it) is a fake tensor asked for its value (``.item()``,
+    a data-dependent output size): code that runs under :class:`ValueMode`."""
+    for _ in range(8):
+        if e is None:
+            return False
+        if isinstance(e, (DataDependentOutputException, DynamicOutputShapeException)):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _count_true(mask: torch.Tensor) -> int:
