@@ -375,12 +375,12 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
 def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int, record_ops: bool, steady_only: bool,
               values: bool) -> Simulation:
     base = meta_copy(built.model)
-    labels = label_specs(base, built.config, plan)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = prepare(base, setup)
 
     def body(tracker: LiveTracker, watch: _Watch) -> None:
+        labels = label_specs(base, built.config, plan)  # here: the plan's token counts are resolved by now
         batch = make_batch(plan, labels, setup, real=False, values=watch.values)
         for t in batch.values():
             if isinstance(t, torch.Tensor):

@@ -419,7 +419,7 @@ def label_specs(model: nn.Module, cfg: Any, plan: InputPlan) -> list[TensorSpec]
     if cls.endswith("ForConditionalGeneration") and "decoder_input_ids" in by_name:
         t = by_name["decoder_input_ids"]
         return [TensorSpec("labels", t.shape, torch.long, t.high)]
-    if cls.endswith("ForConditionalGeneration") and "input_ids" in by_name and not getattr(cfg, "is_encoder_decoder", False):
+    if cls.endswith("ForConditionalGeneration") and "input_ids" in by_name and _multimodal_decoder(cfg, by_name["input_ids"]):
         # A decoder-only vision (audio) language model (LLaVA, PaliGemma, Qwen2-VL ...): it
         # is fine-tuned as a causal LM on its own text, image tokens included.
         t = by_name["input_ids"]
@@ -431,6 +431,12 @@ def label_specs(model: nn.Module, cfg: Any, plan: InputPlan) -> list[TensorSpec]
             return [TensorSpec("labels", (b, num_labels), torch.float32)]
         return [TensorSpec("labels", (b,), torch.long, num_labels)]
     return []
+
+
+def _multimodal_decoder(cfg: Any, ids: TensorSpec) -> bool:
+    """A decoder-only model whose text holds image/video/audio tokens (the input
+    planner placed runs of them in its ids)."""
+    return not getattr(cfg, "is_encoder_decoder", False) and len(ids.shape) == 2 and bool(getattr(ids, "runs", None))
 
 
 def _materialise(t: TensorSpec, real: bool, gen: torch.Generator) -> torch.Tensor:
