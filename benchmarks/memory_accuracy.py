@@ -61,6 +61,19 @@ def default(model_type: str, arch: str, **over) -> dict:
     return {"model_type": model_type, "architectures": [arch], **over}
 
 
+def llava(**text_over) -> dict:
+    """A LLaVA-1.5-style VLM: CLIP ViT-B/32 vision tower (2 of 12 layers), projector, TinyLlama text model
+    (2 of 22 layers); the image token is id 32000 of a 32,064-token vocabulary, as in llava-1.5."""
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
+
+    text = json.loads((CATALOG / "TinyLlama--TinyLlama-1.1B-Chat-v1.0.json").read_text())
+    text.update(num_hidden_layers=2, vocab_size=32064, **text_over)
+    raw = LlavaConfig(vision_config=CLIPVisionConfig(num_hidden_layers=2).to_dict(), text_config=LlamaConfig(**text).to_dict(),
+                      image_token_index=32000).to_dict()
+    raw["architectures"] = ["LlavaForConditionalGeneration"]
+    return raw
+
+
 # name, family, config, input options, what was downscaled
 MODELS = [
     ("microsoft/resnet-50", "CNN", catalog("microsoft--resnet-50", depths=[1, 1, 1, 1]), dict(batch=4), "1 block per stage (of 3,4,6,3)"),
@@ -83,6 +96,8 @@ MODELS = [
     ("mixtral (small)", "MoE", default("mixtral", "MixtralForCausalLM", num_hidden_layers=2, hidden_size=512, intermediate_size=1024,
                                        num_attention_heads=8, num_key_value_heads=2, vocab_size=8000, num_local_experts=8), dict(batch=2, seq_len=256),
      "width 512, 8 experts of 1024, 2 layers, vocab 8000"),
+    ("llava (CLIP ViT-B/32 + TinyLlama)", "VLM", llava(), dict(batch=2, seq_len=64),
+     "2 of 12 vision layers, 2 of 22 text layers; 64 tokens, 49 of them the image's"),
 ]
 
 SETUPS = [(mode, prec) for mode in ("full", "lora") for prec in ("fp32", "bf16-mixed")]
@@ -285,8 +300,9 @@ def render(results: dict) -> str:
         "",
         "## Method",
         "",
-        "- Training step as `transformers.Trainer` runs it: forward with the task's labels (causal/masked LM: the input ids; seq2seq:",
-        "  the decoder ids; classifiers: one class per sample; models without `labels`: `output.float().sum()`), keep the loss only,",
+        "- Training step as `transformers.Trainer` runs it: forward with the task's labels (causal/masked LM and decoder-only",
+        "  vision-language models: the input ids; seq2seq: the decoder ids; classifiers: one class per sample; models without",
+        "  `labels`: `output.float().sum()`), keep the loss only,",
         "  `loss.backward()`, `AdamW.step()`, `zero_grad(set_to_none=True)`; two steps, the second one reported.",
         "- Train mode, dropout on. On CPU, `F.dropout` keeps a mask in the activation's dtype and SDPA with dropout runs the math",
         "  kernel (full attention matrix kept); both the simulation (device semantics `cpu`) and the measurement do the same.",
