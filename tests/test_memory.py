@@ -312,3 +312,19 @@ def test_vision_language_model_reads_token_values_and_matches_real_cpu_step(setu
     meas = measure_cpu(_real_factory(built), built.config, plan, setup)
     assert _err(sim.first.bytes, meas.step_peaks[0]) < 1e-4
     assert _err(sim.steady.bytes, meas.step_peaks[1]) < 1e-4
+
+
+def test_no_lm_labels_for_a_conditional_generation_model_without_modality_tokens():
+    # CSM (speech) is a decoder-only *ForConditionalGeneration whose labels are
+    # (batch, seq, codebooks): 2-d LM labels would break its loss, so it trains on its output.
+    from transformers import CsmConfig
+
+    from neurarch.plan.step import label_specs
+
+    cfg = CsmConfig().to_dict()
+    cfg.update(num_hidden_layers=1, architectures=["CsmForConditionalGeneration"])
+    cfg["depth_decoder_config"]["num_hidden_layers"] = 1
+    built = _built(cfg)
+    plan = plan_inputs(built.model, built.config, InputOptions(seq_len=16))
+    assert type(built.model).__name__ == "CsmForConditionalGeneration"
+    assert label_specs(built.model, built.config, plan) == []
