@@ -151,6 +151,23 @@ def test_kv_cache_by_hand():
     assert m.phase in ("prefill", "decode")
 
 
+def test_full_context_of_learned_positions_leaves_the_decoded_token_a_position():
+    # GPT-2 with a 64-position table at 64 tokens: generation can cache 63 tokens and decode the 64th
+    # (GPT-Neo's causal-mask buffer refuses a 65th; on fake tensors GPT-2 would index past its table).
+    raw = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4,
+           "n_positions": 64, "vocab_size": 1000}
+    built = _built(raw)
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=1, seq_len=64))
+    m = estimate(built, plan, "inference", precision="bf16")
+    assert m.context_len == 63
+    # K and V, 2 layers, batch 1, 4 heads x 16 = 64 wide, 63 tokens, bf16.
+    assert m.kv_cache_bytes == 2 * 2 * 1 * 64 * 63 * 2
+    # A rotary model has no table: its cache holds the whole context.
+    built = _built(dict(LLAMA, max_position_embeddings=64))
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=1, seq_len=64))
+    assert estimate(built, plan, "inference", precision="bf16").context_len == 64
+
+
 def test_estimate_json_paths_and_overhead():
     built = _built(LLAMA)
     plan = plan_inputs(built.model, built.config, InputOptions(batch=1, seq_len=32))

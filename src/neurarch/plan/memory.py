@@ -44,7 +44,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ..build import BuiltModel
 from ..errors import NeurarchError
-from ..inputs import InputPlan
+from ..inputs import InputPlan, _max_positions
 from . import depth
 from ..trace.fake import needs_value
 from .fakefix import FakeGaps, unpacked_sequences
@@ -452,6 +452,16 @@ def _storage_sum(tensors: list[torch.Tensor]) -> int:
     return sum(seen.values())
 
 
+def _learned_positions(model: nn.Module, limit: int) -> bool:
+    """Whether the model looks positions up in a learned table of ``limit`` rows
+    (``wpe``, ``embed_positions`` ...: OPT's has two more), not rotary or relative ones."""
+    for name, mod in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1].lower()
+        if isinstance(mod, nn.Embedding) and ("pos" in leaf or leaf == "wpe") and limit <= mod.num_embeddings <= limit + 2:
+            return True
+    return False
+
+
 def _decoder_accepts(model: nn.Module) -> set[str]:
     import inspect
 
@@ -483,6 +493,11 @@ def _simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, c
     cache_arg = "cache" if "cache" in accepts else "past_key_values"
     decoder = cache_arg in accepts and plan.main == "input_ids" and not getattr(built.config, "is_encoder_decoder", False)
     ctx = context_len or plan.seq_len
+    limit = _max_positions(built.config)
+    if decoder and ctx and limit and ctx >= limit and _learned_positions(built.model, limit):
+        # A table of learned positions (GPT-2, GPT-Neo): a full context leaves the decoded
+        # token no position, so generation's cache holds one token less.
+        ctx = limit - 1
     extra = {"use_cache": True} if decoder else {}
     if decoder and "logits_to_keep" in accepts:
         extra["logits_to_keep"] = 1  # generate() keeps the last position's logits only
