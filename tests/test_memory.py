@@ -228,6 +228,21 @@ class _DropMLP(nn.Module):
         return self.fc2(self.drop(self.fc1(x)))
 
 
+def test_cuda_attention_with_a_narrower_value_head_keeps_its_width():
+    # DeepSeek's MLA: q/k heads of 192, v heads of 128.  CUDA's flash kernel needs one head
+    # size, so another kernel runs; the output has v's width, as SDPA documents (..., L, Ev).
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from neurarch.plan.semantics import CudaKernels
+
+    with FakeTensorMode(), CudaKernels():
+        q = torch.empty(1, 4, 16, 192, dtype=torch.bfloat16)
+        k = torch.empty(1, 4, 16, 192, dtype=torch.bfloat16)
+        v = torch.empty(1, 4, 16, 128, dtype=torch.bfloat16)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert tuple(out.shape) == (1, 4, 16, 128)
+
+
 def test_cuda_dropout_keeps_a_bool_mask():
     with torch.device("meta"):
         meta = _DropMLP()

@@ -15,7 +15,8 @@ kernel and derivative formula in PyTorch, not from a formula of ours.
   kernel, which keeps the whole attention-probability matrix (and a dropout
   mask); CUDA picks a fused kernel that keeps the output and a log-sum-exp.
   We call ``aten._scaled_dot_product_flash_attention`` when CUDA's flash kernel
-  applies (fp16/bf16, no explicit mask: sdp_utils.cpp ``use_flash_attention``),
+  applies (fp16/bf16, no explicit mask, one head size for q, k and v:
+  sdp_utils.cpp ``use_flash_attention``),
   else ``aten._scaled_dot_product_efficient_attention`` (fp32 or a mask).
 
 * autocast: CUDA's autocast runs more ops in fp32 than CPU's (ATen/autocast_mode.h,
@@ -62,14 +63,18 @@ def _sdpa(args, kwargs):
     scale = a.get("scale")
     if q.dim() != 4:
         return None
+    # Flash: half precision, no mask, one head size for q, k and v up to 256
+    # (sdp_utils.cpp check_head_dim_size_flash; DeepSeek's MLA has v narrower than q/k).
+    flash = (q.dtype in (torch.float16, torch.bfloat16) and mask is None and q.size(-1) <= 256
+             and q.size(-1) == k.size(-1) == v.size(-1))
     if k.size(-3) != q.size(-3):  # grouped-query: CUDA's math/efficient paths repeat K/V
         if not a.get("enable_gqa", False):
             return None
         rep = q.size(-3) // k.size(-3)
-        if q.dtype not in (torch.float16, torch.bfloat16) or mask is not None:
+        if not flash:
             k = k.repeat_interleave(rep, dim=-3)
             v = v.repeat_interleave(rep, dim=-3)
-    if q.dtype in (torch.float16, torch.bfloat16) and mask is None and q.size(-1) <= 256:
+    if flash:
         return aten._scaled_dot_product_flash_attention(q, k, v, p, causal, False, scale=scale)[0]
     if k.size(-3) != q.size(-3):
         return None
