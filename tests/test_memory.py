@@ -360,3 +360,26 @@ def test_no_lm_labels_for_a_conditional_generation_model_without_modality_tokens
     plan = plan_inputs(built.model, built.config, InputOptions(seq_len=16))
     assert type(built.model).__name__ == "CsmForConditionalGeneration"
     assert label_specs(built.model, built.config, plan) == []
+
+
+def test_lora_leaves_linear_subclasses_with_their_own_forward_alone():
+    # A MoE router that subclasses nn.Linear but returns (scores, logits) is no plain
+    # matmul: peft's LoRA wrapper would add its update to a tuple (Llama-4, PhiMoE).
+    from neurarch.plan.step import lora_targets
+
+    class Router(nn.Linear):
+        def forward(self, x):
+            logits = super().forward(x)
+            return logits.softmax(-1), logits
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+            self.router = Router(8, 4)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(self.proj(x) + self.router(x)[1].sum(-1, keepdim=True))
+
+    assert "router" not in lora_targets(Block(), 4) and "proj" in lora_targets(Block(), 4)

@@ -117,7 +117,8 @@ def _head_modules(model: nn.Module) -> set[int]:
 def lora_targets(model: nn.Module, rank: int) -> list[str]:
     """Qualified names of the layers LoRA adapts.
 
-    Every linear layer but the head (peft's 'all-linear' rule).  For a CNN —
+    Every linear layer but the head (peft's 'all-linear' rule), and not the
+    subclasses that override ``forward`` (MoE routers).  For a CNN —
     a model whose convolutions hold more weights than its linear layers — the
     convolutions too, so resnet-50 gets adapters; grouped convolutions only
     where the groups divide the rank (peft's limit).  Convolutions in
@@ -134,6 +135,10 @@ def lora_targets(model: nn.Module, rank: int) -> list[str]:
             continue
         n = sum(p.numel() for p in mod.parameters(recurse=False))
         if isinstance(mod, (nn.Linear, Conv1D)):
+            # A subclass with its own forward (a MoE router returning scores and logits)
+            # is no plain matmul for an adapter to add to; peft's wrapper would break it.
+            if type(mod).forward not in (nn.Linear.forward, Conv1D.forward):
+                continue
             linear.append(name)
             linear_n += n
         elif isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
