@@ -1,0 +1,4 @@
+"""Every ORM model module of the store, imported once so that
+``Base.metadata`` is complete (Alembic's ``env.py`` imports this module)."""
+
+from . import reports  # noqa: F401  the web app's result cache and permalinks
