@@ -1,15 +1,21 @@
-"""Bounds on the work a config or an option may ask for.
+"""Bounds on the work a config or an option may ask for, and the shape of a valid config.
 
-A config is data from the internet; a typo (``"num_hidden_layers": 1e9``) must
-give one clear line, not a hang or an out-of-memory kill.  Each bound is far
-above any published model (the largest have ~130 layers, ~1M vocab, ~200k
-hidden) yet low enough that building the graph stays cheap.
+A config is data from the internet; a typo (``"num_hidden_layers": 1e9``, ``0``,
+``"12"``) must give one clear line naming the field, not a hang, an
+out-of-memory kill, a traceback or a model with no layers reported as fine.
+Each bound is far above any published model (the largest have ~130 layers,
+~1M vocab, ~200k hidden) yet low enough that building the graph stays cheap.
+
+:func:`check_config` runs on every config before anything is built (the
+sources call it, and the build calls it again on the dict it builds from).
+What it refuses, field by field, is listed in ``docs/reliability.md``.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import LimitError
 
@@ -20,56 +26,160 @@ MAX_BATCH = 1 << 20
 MAX_SEQ_LEN = 1 << 22  # 4 M tokens
 MAX_IMAGE = 1 << 14  # 16,384 px per side
 MAX_INPUT_ELEMENTS = 1 << 34  # elements in one input tensor
+MAX_NESTING = 32  # dicts/lists inside each other; real configs nest 3-4 deep
+MAX_NAME = 256  # characters in a model_type or an architecture name
 
-# Integer fields that are sizes: must be > 0.  (Counts of optional things such
-# as num_experts or num_labels may legitimately be 0 and are only bounded.)
-_POSITIVE = re.compile(
-    r"^(hidden_size|intermediate_size|num_attention_heads|vocab_size|d_model|d_ff|d_kv|n_embd|n_head|n_inner|"
-    r"image_size|patch_size|num_channels|embed_dim|dim|hidden_dim|num_heads|encoder_attention_heads|"
-    r"decoder_attention_heads|encoder_ffn_dim|decoder_ffn_dim|head_dim|num_key_value_heads)$"
+# Structural sizes: when present and not null they must be positive integers
+# (a list of them for per-stage sizes such as Swin's depths).  Every one of
+# these is > 0 in all of transformers' default configs and in the catalog.
+# Deliberately absent, because 0 means "off" or "none" in real configs:
+# sliding_window, num_experts / n_routed_experts / num_experts_per_tok (dense
+# configs), first_k_dense_replace, num_nextn_predict_layers, num_kv_shared_layers,
+# projection_dim (DPR: no projection), type_vocab_size (DeBERTa: no token types),
+# window_size (ViTDet: no windowing), shared_intermediate_size, num_register_tokens.
+STRUCTURAL = frozenset(
+    {
+        # layers
+        "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+        "num_encoder_layers", "num_decoder_layers", "depth", "depths",
+        # attention heads
+        "num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+        "decoder_attention_heads", "num_key_value_heads", "num_kv_heads",
+        # widths
+        "hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "intermediate_size", "d_ff",
+        "d_kv", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_dim", "head_dim", "moe_intermediate_size",
+        "hidden_sizes", "embedding_size",
+        # vocabulary and positions
+        "vocab_size", "max_position_embeddings", "n_positions", "n_ctx",
+        # images
+        "image_size", "patch_size", "num_channels",
+        # experts where 0 is not "off": Mixtral-style blocks always route over them
+        "num_local_experts",
+    }
 )
+_ZERO_MEANS_DERIVE = {"head_dim"}  # head_dim 0 (GLM-5 defaults): "hidden_size / heads"
+_FLOAT_OK = {"max_position_embeddings"}  # 1200.0 in a transformers default (MusicFlamingo)
+_SKIP = {"id2label", "label2id", "task_specific_params"}  # user labels and pipeline settings, not sizes
+
 _LAYERS = re.compile(r"(^|_)(layers?|n_layer|num_hidden_layers|depths?|num_blocks|blocks)$|^n_layer$|_layers$")
 _BOUNDED = re.compile(r"(size|dim|_ff|heads|layers?|embd|positions|channels|experts|length|tokens)s?$")
 _LAYER_INDEX = re.compile(r"(^|_)layers?$")
 _NOT_SIZES = re.compile(r"(token_id|_id|_ids|rope_theta|epsilon|eps|_std|range|rate|scale|factor|dropout|prob)$")
 
 
-def _walk(cfg: Any, prefix: str = ""):
+def show(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to one short line (a fuzzed string can be megabytes)."""
+    text = repr(value)
+    if isinstance(value, float) and math.isnan(value):
+        text = "NaN"
+    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _walk(cfg: Any, where: str, prefix: str = "", depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """(dotted path, value) for every leaf, lists' items as ``name[i]`` (the first 64)."""
+    if depth > MAX_NESTING:
+        raise LimitError(
+            f"{where}: field {prefix[:-1] or '(top)'} nests deeper than {MAX_NESTING} levels; no model config does",
+            path=where,
+            field=prefix[:-1] or None,
+        )
     if isinstance(cfg, dict):
         for k, v in cfg.items():
-            if isinstance(k, str) and not k.startswith("_"):
-                yield from _walk(v, f"{prefix}{k}.")
-    elif isinstance(cfg, list) and cfg and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in cfg):
+            if isinstance(k, str) and not k.startswith("_") and k not in _SKIP:
+                yield from _walk(v, where, f"{prefix}{k}.", depth + 1)
+    elif isinstance(cfg, list):
+        yield prefix[:-1], cfg  # the list itself (a structural field must not be an empty list)
         for i, v in enumerate(cfg[:64]):
-            yield f"{prefix[:-1]}[{i}]", v
+            yield from _walk(v, where, f"{prefix[:-1]}[{i}].", depth + 1)
     else:
         yield prefix[:-1], cfg
 
 
+def _field(path: str) -> str:
+    return path.rsplit(".", 1)[-1].split("[")[0]
+
+
+def _check_structural(path: str, value: Any, where: str) -> None:
+    field = _field(path)
+
+    def bad(why: str):
+        raise LimitError(f"{where}: field {path} = {show(value)} {why}", path=where, field=path)
+
+    if value is None:
+        return
+    if isinstance(value, list):
+        if not value and "[" not in path:
+            bad("must be a positive size or a list of them, not an empty list")
+        return  # the items are checked one by one
+    if isinstance(value, dict):
+        return  # {"height": .., "width": ..}: its keys are checked as fields of their own
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        bad(f"must be a positive integer, not {'a boolean' if isinstance(value, bool) else type(value).__name__}")
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            bad("must be a positive integer")
+        if not value.is_integer() or field not in _FLOAT_OK:
+            bad("must be an integer, not a float")
+    if value < 0 or (value == 0 and field not in _ZERO_MEANS_DERIVE):
+        bad("must be a positive size" if value < 0 else "must be a positive size (0 would build a model without it)")
+
+
+def check_names(cfg: dict, where: str) -> None:
+    """``model_type`` a short string, ``architectures`` a list of short strings (or absent/null)."""
+    mt = cfg.get("model_type")
+    if mt is not None and (not isinstance(mt, str) or len(mt) > MAX_NAME):
+        why = f"a string of at most {MAX_NAME} characters" if isinstance(mt, str) else f"a string, not {type(mt).__name__}"
+        raise LimitError(f"{where}: field model_type = {show(mt)} must be {why}", path=where, field="model_type")
+    archs = cfg.get("architectures")
+    if archs is None:
+        return
+    if not isinstance(archs, list):
+        raise LimitError(
+            f"{where}: field architectures = {show(archs)} must be a list of class names, not {type(archs).__name__}",
+            path=where,
+            field="architectures",
+        )
+    for i, a in enumerate(archs):
+        if not isinstance(a, str) or not a or len(a) > MAX_NAME:
+            raise LimitError(
+                f"{where}: field architectures[{i}] = {show(a)} must be a class name (a non-empty string of at most {MAX_NAME} characters)",
+                path=where,
+                field=f"architectures[{i}]",
+            )
+
+
 def check_config(cfg: dict, where: str) -> None:
-    """Raise LimitError naming the first field that asks for absurd work."""
-    for path, value in _walk(cfg):
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+    """Raise LimitError naming the first field that is malformed or asks for absurd work."""
+    if not isinstance(cfg, dict):
+        raise LimitError(f"{where}: a config must be a JSON object, not {type(cfg).__name__}", path=where)
+    check_names(cfg, where)
+    for path, value in _walk(cfg, where):
+        if not path:
             continue
-        field = path.rsplit(".", 1)[-1].split("[")[0]
+        field = _field(path)
+        if field in STRUCTURAL:
+            _check_structural(path, value, where)
+        if isinstance(value, float) and math.isnan(value):
+            raise LimitError(f"{where}: field {path} is NaN, which is not a valid value for any config field", path=where, field=path)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or isinstance(value, float) and math.isinf(value) and not _BOUNDED.search(field):
+            continue  # Infinity is a real value in some fields (Mamba-2's time_step_limit = [0.0, inf])
         if _NOT_SIZES.search(field):
             continue
-        if _POSITIVE.match(field) and value <= 0 and not (field == "head_dim" and value == 0):  # head_dim 0: "derive it"
-            raise LimitError(f"{where}: field {path} = {value!r} must be a positive size", path=where, field=path)
-        if _LAYERS.search(field) and "[" not in path and isinstance(value, (int, float)) and value > MAX_LAYERS:
+        if _LAYERS.search(field) and "[" not in path and value > MAX_LAYERS:
             raise LimitError(
-                f"{where}: field {path} = {value!r} layers is beyond neurarch's limit of {MAX_LAYERS}",
+                f"{where}: field {path} = {show(value)} layers is beyond neurarch's limit of {MAX_LAYERS}",
                 path=where,
                 field=path,
             )
         if _BOUNDED.search(field) and value > MAX_DIM and "position" not in field and "length" not in field and "tokens" not in field:
             raise LimitError(
-                f"{where}: field {path} = {value!r} is beyond neurarch's size limit of {MAX_DIM:,}", path=where, field=path
+                f"{where}: field {path} = {show(value)} is beyond neurarch's size limit of {MAX_DIM:,}", path=where, field=path
             )
         # Negative layer numbers are Python indices (vision_feature_layer = -2), and -1 is a
         # common "unset" sentinel (max_relative_positions = -1): neither asks for work.
         if _BOUNDED.search(field) and value < 0 and value != -1 and not _LAYER_INDEX.search(field):
-            raise LimitError(f"{where}: field {path} = {value!r} is negative", path=where, field=path)
+            raise LimitError(f"{where}: field {path} = {show(value)} is negative", path=where, field=path)
 
 
 def check_option(name: str, value: int | None, upper: int) -> None:

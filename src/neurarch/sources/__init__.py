@@ -13,10 +13,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .. import limits
 from ..errors import RemoteCodeError, SourceNotFoundError
 from .base import CheckpointInfo, ModelSource
 
-__all__ = ["resolve", "ModelSource", "CheckpointInfo", "check_remote_code"]
+__all__ = ["resolve", "ModelSource", "CheckpointInfo", "check_remote_code", "native_build"]
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
@@ -25,14 +26,78 @@ def _looks_like_path(spec: str) -> bool:
     return spec.startswith((".", "/", "~")) or spec.endswith(".json") or spec.count("/") > 1 or "\\" in spec
 
 
-def check_remote_code(config: dict, model_id: str, trust_remote_code: bool) -> None:
-    """Refuse configs that need code from the model repo unless the user allowed it."""
-    if trust_remote_code:
-        return
-    if config.get("auto_map"):
-        raise RemoteCodeError(model_id, "its config has an auto_map")
-    if config.get("trust_remote_code"):
-        raise RemoteCodeError(model_id, "its config sets trust_remote_code")
+# auto_map keys that load tokenizers or processors: neurarch never loads those.
+_NOT_MODEL_CODE = ("AutoTokenizer", "AutoProcessor", "AutoImageProcessor", "AutoFeatureExtractor", "AutoVideoProcessor")
+
+
+def native_build(config: dict) -> str | None:
+    """The transformers class that builds this config natively, or None when only the repo's code can.
+
+    A repo may ship its own code (``auto_map``) for a model that transformers has
+    since taken in (Phi-3, DeepSeek-V3): without ``trust_remote_code``
+    transformers then builds its own class, and so does neurarch.  That holds
+    only when ``model_type`` is one transformers knows, ``architectures[0]`` is a
+    transformers class for that model type, and every model class the
+    ``auto_map`` names is one of transformers' own for that model type (a repo
+    whose auto_map names classes transformers lacks has a model of its own).
+    """
+    model_type = config.get("model_type")
+    archs = config.get("architectures")
+    if not isinstance(model_type, str) or not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        return None
+    import transformers
+    from torch import nn
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        return None
+    config_class = CONFIG_MAPPING[model_type]
+
+    def ours(name: object, want_config: bool) -> bool:
+        if not isinstance(name, str) or not name.isidentifier():
+            return False
+        cls = getattr(transformers, name, None)
+        if not isinstance(cls, type):
+            return False
+        if want_config:
+            return cls is config_class
+        return issubclass(cls, nn.Module) and isinstance(getattr(cls, "config_class", None), type) and issubclass(config_class, cls.config_class)
+
+    if not ours(archs[0], want_config=False):
+        return None
+    auto_map = config.get("auto_map")
+    if auto_map is not None:
+        if not isinstance(auto_map, dict):
+            return None
+        for key, target in auto_map.items():
+            if not isinstance(key, str) or key.startswith(_NOT_MODEL_CODE):
+                continue
+            name = target.rsplit(".", 1)[-1] if isinstance(target, str) else None
+            if not ours(name, want_config=key == "AutoConfig"):
+                return None
+    return archs[0]
+
+
+def check_remote_code(config: dict, model_id: str, trust_remote_code: bool) -> list[str]:
+    """Refuse configs that need code from the model repo unless the user allowed it.
+
+    Returns the notes to add to the report: when the repo ships code that
+    transformers has natively, the native class is built and the note says so.
+    """
+    auto_map = config.get("auto_map")
+    if not auto_map:
+        if config.get("trust_remote_code") and not trust_remote_code:
+            raise RemoteCodeError(model_id, "its config sets trust_remote_code")
+        return []
+    native = native_build(config)
+    if native is not None:
+        return [
+            f"the repo's own code (auto_map) was not used: transformers' native {config['model_type']} "
+            f"implementation was built ({native})"
+        ]
+    if not trust_remote_code:
+        raise RemoteCodeError(model_id, "its config has an auto_map naming classes transformers does not have")
+    return []
 
 
 def resolve(
@@ -73,5 +138,6 @@ def resolve(
 
             src = hub.load(spec, revision=revision, offline=offline)
     if src.config is not None:
-        check_remote_code(src.config, src.id, trust_remote_code)
+        limits.check_config(src.config, src.id)
+        src.notes.extend(check_remote_code(src.config, src.id, trust_remote_code))
     return src
