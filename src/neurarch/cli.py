@@ -277,9 +277,10 @@ def _run_catalog(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    from .changes.cli import run_changes, run_diff
     from .verify.cli import main as checks_main
 
-    commands = {"catalog": _run_catalog, "checks": checks_main, "measure": _run_measure}
+    commands = {"catalog": _run_catalog, "checks": checks_main, "measure": _run_measure, "changes": run_changes, "diff": run_diff}
     try:
         if argv and argv[0] in commands:
             return commands[argv[0]](argv[1:])

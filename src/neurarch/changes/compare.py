@@ -189,10 +189,11 @@ def template_text(path: str, raw: bytes) -> str | None:
 
 
 def unified(before: str | None, after: str | None, path: str) -> str:
+    """A unified diff of two texts (a last line without a newline is shown like any other)."""
     return "".join(
         difflib.unified_diff(
-            (before or "").splitlines(keepends=True),
-            (after or "").splitlines(keepends=True),
+            [ln + "\n" for ln in (before or "").splitlines()],
+            [ln + "\n" for ln in (after or "").splitlines()],
             fromfile=f"a/{path}",
             tofile=f"b/{path}",
             n=2,
