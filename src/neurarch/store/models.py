@@ -2,3 +2,4 @@
 ``Base.metadata`` is complete (Alembic's ``env.py`` imports this module)."""
 
 from . import reports  # noqa: F401  the web app's result cache and permalinks
+from . import changes  # noqa: F401  the revision tracker's repos, revisions, file ids and changes
