@@ -4,9 +4,16 @@ derived count equals the published checkpoint count recorded in the catalog
 the Hub's safetensors totals and equivalents (shared/catalog/CHECKPOINT_COUNTS.tsv),
 not from our graph."""
 
+import csv
+import re
+from importlib import resources
+from pathlib import Path
+
 import pytest
 
-from neurarch import analyze
+from neurarch import Options, analyze
+from neurarch.cli import main
+from neurarch.render import render
 from neurarch.sources.catalog import entries
 
 CATALOG = sorted(entries())
@@ -30,8 +37,9 @@ def test_catalog_model_traces_and_matches_checkpoint(model_id):
 
 
 def test_catalog_has_every_shared_config():
-    # 27 configs ship in the package (shared/catalog at the time of writing).
-    assert len(CATALOG) == 27
+    # 27 configs from shared/catalog, plus Phi-3-mini-4k-instruct (a published
+    # config with an auto_map that transformers builds natively).
+    assert len(CATALOG) == 28
     assert "microsoft/resnet-50" in CATALOG and "facebook/dinov2-small" in CATALOG
 
 
@@ -88,3 +96,77 @@ def test_minilm_difference_is_position_ids_buffer():
 
 def test_aliases_resolve_to_the_same_entry():
     assert analyze("openai-community/gpt2").model.id == "gpt2"
+
+
+def test_phi3_mini_builds_natively_and_matches_the_hub_count():
+    # Published (Hub safetensors.total): 3,821,079,552.  By hand from the config:
+    # embed + lm_head (untied) 2 x 32064 x 3072 = 197,001,216; per layer
+    # qkv 3072 x 9216 + o 3072 x 3072 + gate_up 3072 x 16384 + down 8192 x 3072
+    # + 2 norms x 3072 = 113,252,352, x 32 = 3,624,075,264; final norm 3,072.
+    assert 2 * 32064 * 3072 + 32 * (3072 * 9216 + 3072 * 3072 + 3072 * 16384 + 8192 * 3072 + 2 * 3072) + 3072 == 3_821_079_552
+    r = analyze("microsoft/Phi-3-mini-4k-instruct", Options(verify=False))
+    assert r.model.model_class == "Phi3ForCausalLM" and r.model.library.startswith("transformers")
+    assert r.params.checkpoint == r.params.derived == 3_821_079_552
+    assert any("auto_map) was not used" in n and "native phi3" in n for n in r.model.notes), r.model.notes
+    assert r.forward_pass.ok and r.backward_pass.ok
+
+
+# ---------------------------------------------------------------------------
+# What users see about provenance: only the user columns of the shared tables.
+# ---------------------------------------------------------------------------
+
+SHARED = Path("/work/shared/catalog")
+LEAKS = re.compile(r"find_string|read_file|\bids? \d{6,}|\bseed\b|neurarch page", re.IGNORECASE)
+
+
+def _shared(name):
+    rows = [line for line in (SHARED / name).read_text().splitlines() if line]
+    return {r["model_id"]: r for r in csv.DictReader(rows, delimiter="\t")}
+
+
+def _package(name):
+    text = (resources.files("neurarch.catalog") / name).read_text()
+    rows = [line for line in text.splitlines() if line and not line.startswith("#")]
+    return {r["model_id"]: r for r in csv.DictReader(rows, delimiter="\t")}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared catalog folder is not on this machine")
+def test_package_tables_carry_the_shared_user_columns():
+    for name, col in (("PROVENANCE.tsv", "provenance_for_users"), ("CHECKPOINT_COUNTS.tsv", "source_for_users")):
+        shared = _shared(name)
+        ours = _package(name.lower())
+        for model_id, row in shared.items():
+            assert ours[model_id][col] == row[col], (name, model_id)
+
+
+def test_user_provenance_strings_hold_no_research_notes():
+    es = entries()
+    for model_id, e in es.items():
+        for text in (e.provenance, e.checkpoint_source or ""):
+            assert not LEAKS.search(text), (model_id, text)
+        assert e.provenance.startswith(f"tier {e.tier}: "), (model_id, e.provenance)
+        users = _package("provenance.tsv")[model_id]["provenance_for_users"]
+        assert e.provenance == users
+        counts = _package("checkpoint_counts.tsv")
+        if model_id in counts:
+            assert e.checkpoint_source == counts[model_id]["source_for_users"]
+    # The package ships no research-trail column at all.
+    assert set(_package("provenance.tsv")["gpt2"]) == {"model_id", "tier", "provenance_for_users"}
+    assert set(_package("checkpoint_counts.tsv")["gpt2"]) == {"model_id", "count", "source_for_users"}
+
+
+@pytest.mark.parametrize("model_id", ["gpt2", "microsoft/resnet-50", "facebook/dinov2-small", "meta-llama/Llama-3.1-70B-Instruct"])
+def test_rendered_reports_show_no_research_notes(model_id):
+    r = analyze(model_id, Options(verify=False))
+    for fmt in ("text", "markdown", "html", "json"):
+        out = render(r, fmt, max_rows=5)
+        assert not LEAKS.search(out), (model_id, fmt, LEAKS.search(out).group(0))
+    assert r.params.checkpoint_source and "catalog record: " in r.params.checkpoint_source
+
+
+def test_catalog_command_shows_no_research_notes(capsys):
+    for fmt in ("text", "json"):
+        assert main(["catalog", "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert "microsoft/Phi-3-mini-4k-instruct" in out
+        assert not LEAKS.search(out), LEAKS.search(out).group(0)

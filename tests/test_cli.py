@@ -72,7 +72,7 @@ def test_share_writes_a_page(capsys, tmp_path):
 def test_catalog_listing(capsys):
     rc, out, _ = run_cli(capsys, "catalog", "--format", "json")
     rows = json.loads(out)
-    assert rc == 0 and len(rows) == 27
+    assert rc == 0 and len(rows) == 28
     by_id = {r["id"]: r for r in rows}
     assert by_id["microsoft/resnet-50"]["checkpoint"] == 25_610_152 and by_id["microsoft/resnet-50"]["tier"] == "C"
 

@@ -6,6 +6,12 @@ model's Hub page; B: a verbatim copy in public code, cross-checked; C:
 reconstructed from the transformers config class with the published layout).
 ``checkpoint_counts.tsv`` records the published checkpoint's scalar count
 where a public source gives it, with that source.
+
+Both tables ship only what users are shown: where the file or the figure
+comes from in their terms (``provenance_for_users``, ``source_for_users``).
+The research trail behind each line (the repositories and commits a copy was
+found in, what was cross-checked) stays with the project's catalog sources
+and is not part of the package, so it can never reach a report.
 """
 
 from __future__ import annotations
@@ -39,9 +45,9 @@ class CatalogEntry:
     id: str
     filename: str
     tier: str  # "A", "B" or "C"
-    provenance: str
+    provenance: str  # for users: provenance_for_users
     checkpoint_count: int | None
-    checkpoint_source: str | None
+    checkpoint_source: str | None  # for users: source_for_users
     architecture: str | None
     model_type: str | None
 
@@ -72,24 +78,23 @@ def entries() -> dict[str, CatalogEntry]:
             continue
         model_id = path.name[: -len(".json")].replace("--", "/")
         p = prov.get(model_id, {})
-        note = p.get("commit_or_note", "")
-        tier = note[1] if note.startswith("[") and len(note) > 1 else ("C" if "tier C" in p.get("source_repo", "") else "?")
+        tier = p.get("tier") or "?"
         c = counts.get(COUNT_FOR.get(model_id, model_id)) or counts.get(model_id)
         cfg = json.loads(path.read_text())
         archs = cfg.get("architectures") or [None]
         src = None
         if c:
-            src = c["source"]
+            src = c["source_for_users"]
             if COUNT_FOR.get(model_id) and COUNT_FOR[model_id] in counts:
                 src = f"recorded for {COUNT_FOR[model_id]} (same tensor shapes): {src}"
         out[model_id] = CatalogEntry(
             id=model_id,
             filename=path.name,
             tier=tier,
-            provenance=f"tier {tier}: {re.sub(r' *[(]tier [ABC][)]', '', p.get('source_repo', 'unknown'))} {p.get('source_path', '')}".strip(),
+            provenance=p.get("provenance_for_users") or f"tier {tier}",
             checkpoint_count=int(c["count"]) if c else None,
             checkpoint_source=src,
-            architecture=archs[0],
+            architecture=archs[0] if isinstance(archs, list) and archs else None,
             model_type=cfg.get("model_type"),
         )
     return out
@@ -116,7 +121,6 @@ def load(spec: str) -> ModelSource | None:
             scalars=entry.checkpoint_count,
             source=f"catalog record: {entry.checkpoint_source}",
             date=m.group(1) if m else None,
-            note=entry.checkpoint_source,
         )
     src = ModelSource(
         id=entry.id,
