@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..limits import show
 from .base import CheckpointInfo
 
 # A header over this size is not a real checkpoint header (the largest real
@@ -26,8 +27,8 @@ def parse_header(raw: bytes, where: str) -> dict[str, tuple[str, tuple[int, ...]
     """Parse a header JSON blob into name -> (dtype, shape)."""
     try:
         header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{where}: not a safetensors header ({e})", path=where) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ConfigError(f"{where}: not a safetensors header ({type(e).__name__})", path=where) from None
     if not isinstance(header, dict):
         raise ConfigError(f"{where}: safetensors header is not a JSON object", path=where)
     out = {}
@@ -35,9 +36,12 @@ def parse_header(raw: bytes, where: str) -> dict[str, tuple[str, tuple[int, ...]
         if name == "__metadata__":
             continue
         try:
-            out[name] = (str(info["dtype"]), tuple(int(d) for d in info["shape"]))
+            shape = tuple(int(d) for d in info["shape"])
+            if any(d < 0 for d in shape):
+                raise ValueError("negative dimension")
+            out[name] = (str(info["dtype"]), shape)
         except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"{where}: bad entry {name!r} in safetensors header", path=where) from None
+            raise ConfigError(f"{where}: bad entry {show(name)} in safetensors header", path=where) from None
     return out
 
 
@@ -81,9 +85,14 @@ def read_folder(folder: Path) -> CheckpointInfo | None:
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ConfigError(f"{index}: not a safetensors index ({e})", path=str(index)) from None
+        except (ValueError, KeyError, TypeError, RecursionError) as e:  # bad JSON, not UTF-8, no weight_map
+            raise ConfigError(f"{index}: not a safetensors index ({type(e).__name__})", path=str(index)) from None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ConfigError(f"{index}: weight_map must map tensor names to shard file names", path=str(index))
         shards = sorted(set(weight_map.values()))
+        outside = [s for s in shards if Path(s).name != s or s in ("", ".", "..")]
+        if outside:  # a shard is a file in this folder, never a path elsewhere
+            raise ConfigError(f"{index}: names a shard outside the folder: {outside[0][:80]!r}", path=str(index))
         missing = [s for s in shards if not (folder / s).is_file()]
         if missing:
             raise ConfigError(f"{index}: names shard(s) not in the folder: {', '.join(missing)}", path=str(index))
