@@ -279,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     from .changes.cli import run_changes, run_diff
     from .verify.cli import main as checks_main
+    from .web.cli import main as serve_main
 
-    commands = {"catalog": _run_catalog, "checks": checks_main, "measure": _run_measure, "changes": run_changes, "diff": run_diff}
+    commands = {"catalog": _run_catalog, "checks": checks_main, "measure": _run_measure, "changes": run_changes, "diff": run_diff, "serve": serve_main}
     try:
         if argv and argv[0] in commands:
             return commands[argv[0]](argv[1:])

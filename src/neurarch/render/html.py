@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from ..report import Report
+from .charts import batch_chart, memory_charts
 from ._common import (
     COST_HEADER,
     MEMORY_HEADER,
@@ -34,6 +35,7 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:1.6em;borde
 table{border-collapse:collapse;margin:.6em 0}td,th{padding:.2em .7em;border-bottom:1px solid #eee;text-align:left}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}code{font-size:.92em}
 .ok{color:#116329}.bad{color:#b3261e}.meta{color:#57606a}
+figure{margin:.6em 0}table{display:block;overflow-x:auto;max-width:100%}
 """
 
 
@@ -42,7 +44,7 @@ def render_html(report: Report) -> str:
     e = escape
     ok = report.forward_pass.ok and (report.backward_pass is None or report.backward_pass.ok)
     parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        "<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width,initial-scale=1'>",
         f"<title>{e(m.id)} — neurarch</title><style>{_CSS}</style></head><body>",
         f"<h1>{e(m.id)}</h1>",
         f"<p class=meta>{e(m.source)} — {e(m.provenance)}<br>architecture {e(m.architecture or '—')} (built <code>{e(m.model_class or '?')}</code>, {e(m.library)})"
@@ -87,10 +89,16 @@ def render_html(report: Report) -> str:
         )
     parts.append("</table>")
     if report.memory is not None:
-        parts.append("<h2>Memory: what a CUDA card needs</h2>" + _table(MEMORY_HEADER, memory_rows(report)))
+        parts.append("<h2>Memory: what a CUDA card needs</h2>")
+        parts += [f"<figure>{svg}</figure>" for _, svg in memory_charts(report)]
+        parts.append(_table(MEMORY_HEADER, memory_rows(report)))
         parts += [f"<p class=meta>{e(x)}</p>" for x in memory_summary(report)]
     if report.cards:
-        parts.append("<h2>What fits on which card</h2>" + _table(fit_header(report), fit_rows(report)))
+        parts.append("<h2>What fits on which card</h2>")
+        chart = batch_chart(report)
+        if chart:
+            parts.append(f"<figure>{chart}</figure>")
+        parts.append(_table(fit_header(report), fit_rows(report)))
     parts += [f"<p>{e(x)}</p>" for x in multi_gpu_lines(report)]
     if report.cost is not None:
         summary = cost_summary(report)

@@ -1,0 +1,107 @@
+"""One worker process of the pool: imports neurarch once, then answers jobs.
+
+The parent sends a job dict over a pipe; the worker answers
+``("ok", report_json, seconds, revision)`` or ``("error", status, code,
+message, field, headers)``.  The worker never sees a path from a user: it
+works in an empty folder of its own, model ids are checked again here
+(:func:`neurarch.web.ids.check_model_id`), and a pasted config is written by
+the worker itself to a file it names.  ``trust_remote_code`` is always off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends SIGKILL to this worker when the server process dies."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # best effort; the pipe's EOF also ends the loop
+        pass
+
+
+def warm() -> None:
+    """Everything a job imports, once (the first request does not pay for it)."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    import neurarch.pipeline  # noqa: F401
+    import neurarch.plan.memory  # noqa: F401
+    import neurarch.verify  # noqa: F401
+    from neurarch.sources import catalog
+
+    catalog.entries()
+
+
+def run_job(job: dict, workdir: Path) -> tuple:
+    from ..pipeline import analyze
+    from .errors import from_exception
+    from .ids import check_model_id
+    from .options import to_options
+
+    started = time.monotonic()
+    try:
+        opts = to_options(job["options"], timeout_s=job.get("timeout_s"))
+        opts.offline = job.get("offline")
+        if job["kind"] == "model":
+            spec = check_model_id(job["id"])
+            opts.revision = job.get("revision") or None
+            report = analyze(spec, opts)
+        else:
+            from ..sources import check_remote_code
+
+            name = job["name"]
+            check_remote_code(job["config"], name, False)
+            folder = Path(tempfile.mkdtemp(dir=workdir))
+            path = folder / "config.json"
+            path.write_text(json.dumps(job["config"]), encoding="utf-8")
+            try:
+                report = analyze(str(path), opts)
+            finally:
+                path.unlink(missing_ok=True)
+                folder.rmdir()
+            # The worker's own temporary path means nothing to a reader: name the paste.
+            report.model.id = name
+            report.model.provenance = f"pasted config.json ({name})"
+        return ("ok", report.model_dump_json(indent=2), time.monotonic() - started, report.model.revision)
+    except BaseException as e:  # noqa: BLE001 - every failure goes back as a value
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return ("error",) + from_exception(e).as_tuple()
+
+
+def main(conn, env: dict) -> None:
+    """The worker's loop (the target of the pool's ``Process``)."""
+    os.setpgrp()  # its own process group: the parent kills the worker with its forked children
+    _die_with_parent()
+    os.environ.update(env)
+    workdir = Path(tempfile.mkdtemp(prefix="neurarch-worker-"))
+    os.chdir(workdir)  # an empty folder: a relative name never finds a file
+    try:
+        warm()
+        conn.send(("ready", os.getpid()))
+        while True:
+            try:
+                job = conn.recv()
+            except (EOFError, OSError):
+                break
+            if job is None:
+                break
+            conn.send(run_job(job, workdir))
+    finally:
+        try:
+            os.rmdir(workdir)
+        except OSError:
+            pass
