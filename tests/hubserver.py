@@ -9,6 +9,12 @@ source: ``file_download.get_hf_file_metadata``, ``hf_hub_download`` and
   ``Content-Length``;
 * ``GET`` of the same URL, whole or with ``Range: bytes=a-b`` (206 +
   ``Content-Range``);
+* ``GET /api/models/{repo_id}/commits/{revision}`` (``HfApi.list_repo_commits``): the
+  commits reachable from the revision, newest first, ``commits_page_size`` a page with a
+  ``Link: <...?p=N>; rel="next"`` header like the real hub's; ``fail_commits_page`` makes
+  one page answer 500 (a list the server cuts short);
+* ``GET /api/models/{repo_id}/tree/{revision}`` (``HfApi.list_repo_tree``): every file
+  with its git blob id (of the LFS pointer for LFS files), size and ``lfs`` sha256;
 * the real hub's error answers: unknown repo -> 401 ``X-Error-Code: RepoNotFound``,
   gated repo -> 401 ``GatedRepo``, unknown revision -> 404 ``RevisionNotFound``,
   missing file -> 404 ``EntryNotFound`` (with ``X-Repo-Commit``).
@@ -29,6 +35,7 @@ from urllib.parse import unquote, urlsplit
 
 RESOLVE = re.compile(r"^/(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/(?P<op>commits|tree)/(?P<rev>[^/]+)(?P<rest>/.*)?$")
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
 
 
@@ -45,11 +52,22 @@ class Repo:
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # sha -> filename -> content
     refs: dict[str, str] = field(default_factory=dict)  # branch/tag -> sha
     gated: bool = False
+    dates: dict[str, str] = field(default_factory=dict)  # sha -> commit time (RFC 3339)
+    titles: dict[str, str] = field(default_factory=dict)  # sha -> commit title
 
 
 def fake_sha(*parts: str) -> str:
     """A deterministic 40-hex commit id."""
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()
+
+
+def lfs_pointer(content: bytes) -> bytes:
+    """The git-lfs pointer file the hub's git stores for an LFS file."""
+    return b"version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (hashlib.sha256(content).hexdigest().encode(), len(content))
+
+
+def git_blob_id(content: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 
 def etag_of(filename: str, content: bytes) -> str:
@@ -66,21 +84,42 @@ class FakeHub:
         self.repos: dict[str, Repo] = {}
         self.requests: list[Request] = []
         self.fail_get: dict[tuple[str, str], int] = {}  # (repo_id, filename) -> status for GETs (a hub hiccup)
+        self.commits_page_size = 50  # the real hub's page of commits
+        self.fail_commits_page: dict[str, int] = {}  # repo_id -> 1-based page of the commit list that answers 500
         self._lock = threading.Lock()
         self._connections: set = set()  # open client sockets, closed on stop()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- building repos
-    def add_commit(self, repo_id: str, files: dict[str, bytes], refs: tuple[str, ...] = ("main",), gated=False) -> str:
+    def add_commit(self, repo_id: str, files: dict[str, bytes], refs: tuple[str, ...] = ("main",), gated=False,
+                   date: str | None = None, title: str = "", salt: str = "") -> str:
         """Add a commit holding ``files``; point ``refs`` at it; return its sha."""
         repo = self.repos.setdefault(repo_id, Repo())
         repo.gated = repo.gated or gated
-        sha = fake_sha(repo_id, str(len(repo.commits)))
+        sha = fake_sha(repo_id, str(len(repo.commits)), *([salt] if salt else []))
         repo.commits[sha] = dict(files)
+        repo.dates[sha] = date or "2026-01-01T00:00:00.000Z"
+        repo.titles[sha] = title or f"commit {len(repo.commits)}"
         for ref in refs:
             repo.refs[ref] = sha
         return sha
+
+    def drop_commits(self, repo_id: str, n: int) -> None:
+        """Forget the newest ``n`` commits and point main at the one before (a force-push)."""
+        repo = self.repos[repo_id]
+        for sha in list(repo.commits)[-n:]:
+            del repo.commits[sha]
+        repo.refs["main"] = list(repo.commits)[-1]
+
+    def history(self, repo_id: str, rev: str) -> list[str] | None:
+        """Commits reachable from ``rev``, newest first (commits are linear, in the order added)."""
+        repo = self.repos[repo_id]
+        sha = repo.refs.get(rev, rev if rev in repo.commits else None)
+        if sha is None:
+            return None
+        order = list(repo.commits)
+        return list(reversed(order[: order.index(sha) + 1]))
 
     # -- serving
     @property
@@ -153,6 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._serve(send_body=False)
 
+    def _api(self, m: re.Match, send_body: bool) -> None:
+        _api_reply(self, m, send_body)
+
     def do_GET(self) -> None:
         self._serve(send_body=True)
 
@@ -178,6 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         rng = self.headers.get("Range")
         m = RESOLVE.match(path)
+        if not m and API.match(path):
+            return self._api(API.match(path), send_body)
         if not m:
             self.fake_hub.log(Request(self.command, path, rng, 0))
             return self._error(404, None, "Not Found", send_body)
@@ -220,6 +264,47 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(206, headers, body, send_body)
         finally:
             self.fake_hub.log(Request(self.command, path, rng, sent))
+
+
+def _api_reply(handler: "_Handler", m: re.Match, send_body: bool) -> None:
+    """The commit list and tree listing endpoints (see the module docstring)."""
+    import json
+    from urllib.parse import parse_qs
+
+    hub = handler.fake_hub
+    hub.log(Request(handler.command, urlsplit(handler.path).path, None, 0))
+    repo_id, op, rev = m["repo"], m["op"], unquote(m["rev"])
+    repo = hub.repos.get(repo_id)
+    if repo is None:
+        return handler._error(401, "RepoNotFound", "Repository not found", send_body)
+    if repo.gated and not handler.headers.get("authorization"):
+        return handler._error(401, "GatedRepo", "Access to this repo is restricted", send_body)
+    shas = hub.history(repo_id, rev)
+    if shas is None:
+        return handler._error(404, "RevisionNotFound", "Invalid rev id: " + rev, send_body)
+    headers = {"Content-Type": "application/json"}
+    if op == "commits":
+        page = int((parse_qs(urlsplit(handler.path).query).get("p") or ["0"])[0])
+        if hub.fail_commits_page.get(repo_id) == page + 1:
+            return handler._error(500, None, "Internal Error", send_body)
+        size = hub.commits_page_size
+        chunk = shas[page * size : (page + 1) * size]
+        items = [{"id": s, "title": repo.titles[s], "message": "", "date": repo.dates[s],
+                  "authors": [{"user": "tester", "avatar": ""}]} for s in chunk]  # fmt: skip
+        if (page + 1) * size < len(shas):
+            headers["Link"] = f'<{hub.endpoint}/api/models/{repo_id}/commits/{m["rev"]}?p={page + 1}>; rel="next"'
+        body = json.dumps(items).encode()
+    else:
+        entries = []
+        for name, content in sorted(repo.commits[shas[0]].items()):
+            if name.endswith(LFS_SUFFIXES):
+                ptr = lfs_pointer(content)
+                entries.append({"type": "file", "oid": git_blob_id(ptr), "size": len(content), "path": name,
+                                "lfs": {"oid": hashlib.sha256(content).hexdigest(), "size": len(content), "pointerSize": len(ptr)}})
+            else:
+                entries.append({"type": "file", "oid": git_blob_id(content), "size": len(content), "path": name})
+        body = json.dumps(entries).encode()
+    handler._reply(200, headers, body, send_body)
 
 
 def closed_port() -> int:

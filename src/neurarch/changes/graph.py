@@ -24,6 +24,7 @@ from .types import Impact, PlanFigures
 COSMETIC_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash", "_attn_implementation_autoset"})
 # transformers 5 renamed these (old -> new); a rename with the same value is cosmetic.
 RENAMES = {"torch_dtype": "dtype", "rope_scaling": "rope_parameters"}
+FIXED_SEQ_LEN = 16  # tokens of the input both revisions are traced with
 
 
 @dataclass
@@ -43,6 +44,7 @@ def build(cfg: dict) -> Built:
     """Build one config (cached by its content) and keep what the comparison needs."""
     from .. import Options, analyze
     from ..errors import NeurarchError
+    from ..inputs import InputOptions
 
     key = hashlib.sha256(_canonical(cfg).encode()).hexdigest()
     if key in _BUILT:
@@ -51,7 +53,10 @@ def build(cfg: dict) -> Built:
         path = Path(tmp) / "config.json"
         path.write_text(json.dumps(cfg))
         try:
-            report = analyze(str(path), Options(verify=False, backward=False, offline=True, timeout_s=300))
+            # One fixed short input for both sides, so the layer shapes compared are the model's, not the
+            # default input's (which follows max_position_embeddings).
+            opts = Options(inputs=InputOptions(batch=1, seq_len=FIXED_SEQ_LEN), verify=False, backward=False, offline=True, timeout_s=300)
+            report = analyze(str(path), opts)
         except NeurarchError as e:
             built = Built(PlanFigures(error=str(e).splitlines()[0]), None)
         except Exception as e:  # a model class that fails to build is a finding here, not a crash

@@ -212,10 +212,18 @@ def _delta(a: int | float | None, b: int | float | None, fmt=_num) -> str:
     return f"{sign}{fmt(abs(d))}{pct}"
 
 
+def _money(x: float) -> str:
+    return f"${x:,.2f}" if x >= 1 else f"${x:.4f}"
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.2f} h" if h >= 1 else f"{h * 60:.1f} min"
+
+
 def _usd(x: float | None, h: float | None) -> str:
     if x is None:
         return "—"
-    return f"${x:,.2f}" + (f" ({h:,.2f} h)" if h is not None else "")
+    return _money(x) + (f" ({_hours(h)})" if h is not None else "")
 
 
 def rows(d: PlanDiff) -> list[tuple[str, str, str, str]]:
@@ -233,7 +241,7 @@ def rows(d: PlanDiff) -> list[tuple[str, str, str, str]]:
                         _gib(mb) if mb is not None else b.memory_errors.get(mode, "—")[:40], _delta(ma, mb, _gib)))
     if a.cost_usd is not None or b.cost_usd is not None:
         out.append((f"Run cost on {a.cost_card or b.cost_card}", _usd(a.cost_usd, a.cost_hours), _usd(b.cost_usd, b.cost_hours),
-                    "" if a.cost_usd is None or b.cost_usd is None else (f"{'+' if b.cost_usd >= a.cost_usd else '−'}${abs(b.cost_usd - a.cost_usd):,.2f}")))
+                    "" if a.cost_usd is None or b.cost_usd is None else ("same" if a.cost_usd == b.cost_usd else f"{'+' if b.cost_usd > a.cost_usd else '−'}{_money(abs(b.cost_usd - a.cost_usd))}")))
     return out
 
 

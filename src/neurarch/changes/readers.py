@@ -124,7 +124,7 @@ class GitReader:
         try:
             log = self._git("log", "--first-parent", "--format=%H%x1f%cI%x1f%an%x1f%s%x1e", "HEAD")
         except ChangesError as e:
-            if "does not have any commits" in str(e) or "bad default revision" in str(e):
+            if any(m in str(e) for m in ("does not have any commits", "bad default revision", "unknown revision")):
                 return [], False, [RevisionNote(message="the repo has no commits yet")]
             raise
         revs = []

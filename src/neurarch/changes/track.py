@@ -128,7 +128,7 @@ class Tracker:
                 continue
             if p in ids:
                 readable[p] = self._load(rev, ids, p, state)
-            else:
+            elif p != CONFIG:  # a config that goes missing stays the baseline for the next one
                 state.data.pop(p, None)
                 readable[p] = True
         if CONFIG not in ids:
@@ -154,7 +154,7 @@ class Tracker:
                 continue
             old, new = before.get(p), state.data.get(p)
             if p == CONFIG:
-                if new is None:
+                if p not in ids:
                     continue  # noted above; the next config is compared with the last one seen
                 self._config(rev, parent, old, new)
             elif p == GENERATION:
