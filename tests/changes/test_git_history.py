@@ -14,7 +14,7 @@ from safetensors.torch import save
 
 from neurarch.changes import osv, readers, render, track
 
-from conftest import BASE_CONFIG, GitRepo, js, llama_tensors, tokenizer_config, tokenizer_json, TEMPLATE_1
+from changes_fixtures import BASE_CONFIG, GitRepo, js, llama_tensors, tokenizer_config, tokenizer_json, TEMPLATE_1
 
 # Tiny Llama, untied, vocab V=1000, intermediate f=128, 4 heads, 2 KV heads (head_dim = d/4).
 # Per layer: q d*d + k d*(d/2) + v d*(d/2) + o d*d + MLP 3*d*f + 2 RMSNorms 2d.
