@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument in one line and exit code 2 (no usage dump)."""
 
     def error(self, message: str):  # noqa: D401
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        raise NeurarchError(f"{self.prog.removeprefix('neurarch-trace ')}: {message}")
 
 
 def parse_since(value: str) -> datetime:

@@ -32,9 +32,9 @@ class _StoredFiles:
         self.repo, self.url, self.source = reader.repo, reader.url, reader.source
 
     def files(self, commit: str) -> dict[str, FileId]:
-        if commit in self._known:
-            return self._known[commit]
-        return self._reader.files(commit)
+        if commit not in self._known:
+            self._known[commit] = self._reader.files(commit)
+        return self._known[commit]
 
     def read(self, commit, fid):
         return self._reader.read(commit, fid)
