@@ -174,16 +174,23 @@ def diff(spec_a: str, spec_b: str, options) -> PlanDiff:
     rb, cb = analyze_side(spec_b, options)
     a, b = side_of(spec_a, ra, ca), side_of(spec_b, rb, cb)
     d = PlanDiff(a=a, b=b, keys=compare.key_diff(ca, cb) if (ca or cb) else [], planned=bool(a.memory or b.memory or a.max_batch))
+    d.stop_fitting, d.start_fitting = flips(a, b)
+    return d
+
+
+def flips(a: Side, b: Side) -> tuple[list[CardFlip], list[CardFlip]]:
+    """(stop, start): card and mode where batch 1 fitted at A and not at B, and the other way round."""
+    stop, start = [], []
     for card in a.max_batch:
         for mode, before in a.max_batch[card].items():
             after = b.max_batch.get(card, {}).get(mode)
             if after is None:
                 continue
             if before >= 1 and after == 0:
-                d.stop_fitting.append(CardFlip(card=card, mode=mode, before=before, after=after))
+                stop.append(CardFlip(card=card, mode=mode, before=before, after=after))
             elif before == 0 and after >= 1:
-                d.start_fitting.append(CardFlip(card=card, mode=mode, before=before, after=after))
-    return d
+                start.append(CardFlip(card=card, mode=mode, before=before, after=after))
+    return stop, start
 
 
 # --------------------------------------------------------------------------- rendering
