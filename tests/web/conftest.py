@@ -84,3 +84,28 @@ def chromium_path():
     except ImportError:
         missing("the playwright package is not installed")
     return CHROMIUM
+
+
+# --------------------------------------------------------------------------
+# The app, in-process (one worker process; a SQLite store in a temp folder)
+# --------------------------------------------------------------------------
+
+from web_fixtures import TINY_BERT  # noqa: E402,F401
+
+
+@pytest.fixture(scope="session")
+def web_db(tmp_path_factory):
+    return f"sqlite:///{tmp_path_factory.mktemp('web-store') / 'neurarch.db'}"
+
+
+@pytest.fixture(scope="session")
+def web_client(web_db):
+    """The real app (routes, pool, store) through FastAPI's test client."""
+    from fastapi.testclient import TestClient
+
+    from neurarch.web.app import Settings, create_app
+
+    app = create_app(Settings(db_url=web_db, workers=1, time_limit_s=240))
+    with TestClient(app) as client:
+        client.app_state = app.state.neurarch
+        yield client

@@ -56,7 +56,7 @@ class Settings:
     warm: Optional[list] = None  # None: no warm-up; []: the catalog; ids: the catalog and these
     offline: Optional[bool] = None  # None: follow HF_HUB_OFFLINE
     engine: Any = None  # an engine to use instead of db_url (tests)
-    extra: dict = field(default_factory=dict)
+    worker_env: dict = field(default_factory=dict)  # environment of the workers on top of the server's (HF_ENDPOINT ...)
 
 
 # ---------------------------------------------------------------- API models
@@ -198,10 +198,13 @@ class AccessLog:
 
 
 def _wants_json(request: Request) -> bool:
+    """Errors are JSON, except on a page a browser asked for (``Accept: text/html``)."""
     path = request.url.path
-    fmt = request.query_params.get("format")
-    return (path.startswith(("/api/", "/badge/", "/openapi")) or path.endswith((".json", ".md")) or fmt in ("json", "md")
-            or "application/json" in request.headers.get("accept", "") and "text/html" not in request.headers.get("accept", ""))
+    if path.startswith(("/api/", "/badge/", "/openapi")) or path.endswith((".json", ".md")):
+        return True
+    if request.query_params.get("format") in ("json", "md"):
+        return True
+    return "text/html" not in request.headers.get("accept", "")
 
 
 def _query_params_doc():
@@ -248,7 +251,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         engine = s.engine if s.engine is not None else await run_in_threadpool(connect, s.db_url)
         pool = Pool(s.workers, time_limit_s=s.time_limit_s, memory_limit_bytes=int(s.memory_limit_gib * (1 << 30)),
-                    queue_size=s.queue_size, env=worker_env())
+                    queue_size=s.queue_size, env={**worker_env(), **s.worker_env})
         await pool.start()
         from .service import Service
 

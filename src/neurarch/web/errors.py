@@ -70,6 +70,21 @@ STATUS: tuple = (
 _FIELDS = {E.UnknownRuleError: "disable"}
 
 
+def _option_named_in(message: str) -> str | None:
+    """The option a CLI-style message is about (``unknown --optimizer 'x'`` -> ``optimizer``)."""
+    import re
+
+    from .options import fields
+
+    names = {f.name for f in fields()} | {"price": "prices"}.keys()
+    for flag in re.findall(r"--([a-z][a-z-]*)", message):
+        name = flag.replace("-", "_")
+        name = {"price": "prices"}.get(name, name)
+        if name in names:
+            return name
+    return None
+
+
 def from_exception(exc: BaseException) -> ApiError:
     """The API error for any exception: neurarch's own by :data:`STATUS`, anything else a 500."""
     if isinstance(exc, ApiError):
@@ -77,7 +92,7 @@ def from_exception(exc: BaseException) -> ApiError:
     msg = str(exc).strip()
     for cls, status, code in STATUS:
         if isinstance(exc, cls):
-            field = getattr(exc, "field", None) or _FIELDS.get(cls)
+            field = getattr(exc, "field", None) or _FIELDS.get(cls) or _option_named_in(msg)
             return ApiError(status, code, msg or cls.__name__, field if isinstance(field, str) else None)
     first = msg.splitlines()[0] if msg else ""
     return ApiError(500, "internal", f"internal error: {type(exc).__name__}: {first}".rstrip(": "))

@@ -25,6 +25,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ log = logging.getLogger("neurarch.web")
 POLL_S = 0.25  # how often a busy worker's clock and memory are checked
 GRACE_S = 10.0  # the worker's own timer fires at the limit; the parent kills it this much later
 READY_TIMEOUT_S = 300.0  # a worker that does not finish its imports in this time is a broken install
+_ENV_LOCK = threading.Lock()
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -74,7 +76,19 @@ class _Worker:
 
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=main, args=(child, env), name="neurarch-worker", daemon=False)
-        self.proc.start()
+        # A spawned child imports neurarch (and huggingface_hub, which reads its settings
+        # at import) before main() runs: its environment must be right when it starts.
+        with _ENV_LOCK:
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                self.proc.start()
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         child.close()
         self.pid = self.proc.pid
         self.started = time.monotonic()
