@@ -513,6 +513,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       **{**st, "worker_rss_bytes": {str(k): v for k, v in st["worker_rss_bytes"].items()}})
 
     # Revision tracker routes (neurarch.web.changes_routes) are included here:
+    from .changes_routes import router as changes_router
+    app.include_router(changes_router)
 
     app.add_middleware(BodyLimit, limit=s.body_limit)
     app.add_middleware(AccessLog)
