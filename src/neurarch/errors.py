@@ -9,10 +9,29 @@ exit code 2; anything else is a bug and is shown in full only with ``--debug``.
 from __future__ import annotations
 
 
+MAX_MESSAGE = 600  # characters; a library's message can quote a whole config
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` as one line: its lines joined by spaces, cut to ``limit`` characters.
+
+    Library errors wrapped at a stage often span lines (transformers' strict
+    config validation puts the reason on a second line); users get one line.
+    """
+    line = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 class NeurarchError(Exception):
-    """Base class: a problem with the user's input or environment, not a bug."""
+    """Base class: a problem with the user's input or environment, not a bug.
+
+    Its message is always one line (see :func:`one_line`).
+    """
 
     exit_code = 2
+
+    def __str__(self) -> str:
+        return one_line(super().__str__())
 
 
 class SourceNotFoundError(NeurarchError, FileNotFoundError):

@@ -19,7 +19,8 @@ from typing import Any, Iterator
 
 from .errors import LimitError
 
-MAX_LAYERS = 2048  # per layer-count field; Llama-3.1-405B has 126
+MAX_LAYERS = 512  # per layer-count field: 4x the deepest published model (Llama-3.1-405B: 126); tracing ~2,000 layers takes minutes
+MAX_EXPERTS = 1 << 16  # per expert-count field: 4x the most in a transformers default (Doge: 16,384 expert embeddings)
 MAX_DIM = 1 << 21  # 2,097,152: any width, vocabulary or positional size
 MAX_PARAMETERS = 10**13  # 10 T scalars after the meta build
 MAX_BATCH = 1 << 20
@@ -62,7 +63,8 @@ _FLOAT_OK = {"max_position_embeddings"}  # 1200.0 in a transformers default (Mus
 _SKIP = {"id2label", "label2id", "task_specific_params"}  # user labels and pipeline settings, not sizes
 
 _LAYERS = re.compile(r"(^|_)(layers?|n_layer|num_hidden_layers|depths?|num_blocks|blocks)$|^n_layer$|_layers$")
-_BOUNDED = re.compile(r"(size|dim|_ff|heads|layers?|embd|positions|channels|experts|length|tokens)s?$")
+# num_labels too: transformers builds an id2label dict of that many entries (10**30 never returns).
+_BOUNDED = re.compile(r"(size|dim|_ff|heads|layers?|embd|positions|channels|experts|length|tokens|labels)s?$")
 _LAYER_INDEX = re.compile(r"(^|_)layers?$")
 _NOT_SIZES = re.compile(r"(token_id|_id|_ids|rope_theta|epsilon|eps|_std|range|rate|scale|factor|dropout|prob)$")
 
@@ -169,6 +171,12 @@ def check_config(cfg: dict, where: str) -> None:
         if _LAYERS.search(field) and "[" not in path and value > MAX_LAYERS:
             raise LimitError(
                 f"{where}: field {path} = {show(value)} layers is beyond neurarch's limit of {MAX_LAYERS}",
+                path=where,
+                field=path,
+            )
+        if field.endswith("experts") and value > MAX_EXPERTS:
+            raise LimitError(
+                f"{where}: field {path} = {show(value)} experts is beyond neurarch's limit of {MAX_EXPERTS:,}",
                 path=where,
                 field=path,
             )

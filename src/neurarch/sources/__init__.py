@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from .. import limits
-from ..errors import RemoteCodeError, SourceNotFoundError
+from ..errors import ConfigError, RemoteCodeError, SourceNotFoundError
 from .base import CheckpointInfo, ModelSource
 
 __all__ = ["resolve", "ModelSource", "CheckpointInfo", "check_remote_code", "native_build"]
@@ -78,6 +78,35 @@ def native_build(config: dict) -> str | None:
     return archs[0]
 
 
+def check_architecture(config: dict, model_id: str) -> None:
+    """Refuse an ``architectures[0]`` that names a transformers class that is not a model.
+
+    Names transformers lacks are left to the build (it falls back to the class
+    for the same task and says so); a name that resolves to an abstract base
+    (``PreTrainedModel``, ``LlamaPreTrainedModel``) or to a layer or helper
+    class would be built as if it were the model.
+    """
+    archs = config.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str) or not archs[0].isidentifier():
+        return
+    import transformers
+    from torch import nn
+
+    try:
+        cls = getattr(transformers, archs[0], None)
+    except Exception:  # noqa: BLE001 - transformers' lazy module may fail to import an optional class
+        return
+    if not isinstance(cls, type) or not issubclass(cls, nn.Module):
+        return
+    if not issubclass(cls, transformers.PreTrainedModel):
+        why = "is a layer class, not a model"
+    elif cls is transformers.PreTrainedModel or cls.__name__.endswith("PreTrainedModel"):
+        why = "is the abstract base of a model family, not a model"
+    else:
+        return
+    raise ConfigError(f"{model_id}: field architectures[0] = {archs[0]!r} {why}", path=model_id, field="architectures[0]")
+
+
 def check_remote_code(config: dict, model_id: str, trust_remote_code: bool) -> list[str]:
     """Refuse configs that need code from the model repo unless the user allowed it.
 
@@ -139,5 +168,6 @@ def resolve(
             src = hub.load(spec, revision=revision, offline=offline)
     if src.config is not None:
         limits.check_config(src.config, src.id)
+        check_architecture(src.config, src.id)
         src.notes.extend(check_remote_code(src.config, src.id, trust_remote_code))
     return src
