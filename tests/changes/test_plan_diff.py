@@ -82,3 +82,23 @@ def test_cards_that_stop_and_start_fitting():
     assert "**Stops fitting** (batch 1 no longer fits): T4 full fine-tuning." in md
     assert "**Starts fitting** (batch 1 now fits): T4 LoRA." in md
     assert "| T4 | 3 → 0 | 0 → 2 |" in md and "| H100 | 40 → 12 | — |" in md
+
+
+@pytest.mark.slow
+def test_changes_with_plan_puts_the_plan_on_graph_changes(tmp_path):
+    from neurarch import Options
+    from neurarch.changes import readers, render, track
+    from neurarch.inputs import InputOptions
+    from neurarch.pipeline import CostOptions, PlanOptions
+
+    from changes_fixtures import GitRepo, js
+
+    repo = GitRepo(tmp_path / "r")
+    repo.commit({"config.json": js(BASE_CONFIG)}, "v1", "2026-01-01T00:00:00+00:00")
+    repo.commit({"config.json": js(dict(BASE_CONFIG, hidden_size=128, num_hidden_layers=3))}, "v2", "2026-01-02T00:00:00+00:00")
+    opts = Options(inputs=InputOptions(batch=1, seq_len=16), plan=PlanOptions(modes=("full",)), cost=CostOptions(), verify=False)
+    (ch,) = track.track(readers.GitReader(repo.path), plan=opts).changes
+    assert ch.plan is not None and (ch.plan.a.parameters, ch.plan.b.parameters) == (SMALL, BIG)
+    assert ch.plan.b.memory["full"] - ch.plan.a.memory["full"] >= 16 * EXTRA
+    md = render.markdown(track.History(**{**track.track(readers.GitReader(repo.path)).model_dump(), "changes": [ch]}))
+    assert "The plan at both revisions:" in md and "| Parameters | 202,048 | 551,808 | +349,760 (+173.1 %) |" in md

@@ -45,6 +45,11 @@ def _changes_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", metavar="PATH", help="write to a file instead of stdout")
     p.add_argument("--store", metavar="URL", help="database URL of the store (default: the store's default); revisions read before are not read again")
     p.add_argument("--no-store", action="store_true", help="read everything afresh and store nothing")
+    g = p.add_argument_group("plan: graph changes with the plan at both revisions (slower: each side is simulated)")
+    g.add_argument("--plan", action="store_true", help="memory per mode, largest batch per card, cost, and the cards that stop or start fitting")
+    g.add_argument("--modes", default="full,lora,qlora,inference", help="memory modes to simulate (default: full,lora,qlora,inference)")
+    g.add_argument("--seq-len", type=int, help="tokens per sample (default 2048 decoders / 512 encoders, capped by the model's positions)")
+    g.add_argument("--batch", type=int, help="batch of the simulation (default 1)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
@@ -65,15 +70,29 @@ def run_changes(argv: list[str]) -> int:
     from . import readers, render, track
 
     progress = None if args.quiet else (lambda msg: print(f"neurarch-trace changes: {msg}", file=sys.stderr, flush=True))
+    plan = _plan_options(args) if args.plan else None
     reader = readers.open_source(args.source)
     if args.no_store:
-        history = track.track(reader, since=args.since, progress=progress)
+        history = track.track(reader, since=args.since, progress=progress, plan=plan)
     else:
         from . import storage
 
-        history = storage.track_stored(reader, since=args.since, url=args.store, progress=progress)
+        history = storage.track_stored(reader, since=args.since, url=args.store, progress=progress, plan=plan)
     _write(render.render(history, args.format), args.output)
     return 0
+
+
+def _plan_options(args):
+    """neurarch Options with a plan and a cost, from the changes command's few plan flags."""
+    from .. import Options
+    from ..inputs import InputOptions
+    from ..pipeline import CostOptions, PlanOptions
+
+    inputs = InputOptions(batch=args.batch or 1, seq_len=args.seq_len)
+    inputs.validate()
+    plan = PlanOptions(modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()))
+    plan.validate()
+    return Options(inputs=inputs, plan=plan, cost=CostOptions(), verify=False, offline=True)
 
 
 def _diff_parser() -> argparse.ArgumentParser:

@@ -16,55 +16,14 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Optional
-
-from pydantic import BaseModel, Field
 
 from ..errors import NeurarchError
 from . import compare
 from .errors import ChangesError, RevisionError
-from .types import KeyChange
+from .types import CardFlip, KeyChange, PlanDiff, Side
 
 MODES = ("full", "lora", "qlora", "inference")
 MODE_TITLE = {"full": "full fine-tuning", "lora": "LoRA", "qlora": "QLoRA", "inference": "inference"}
-
-
-class _Model(BaseModel):
-    model_config = {"extra": "forbid"}
-
-
-class Side(_Model):
-    spec: str = Field(description="What the user named.")
-    provenance: Optional[str] = None
-    model_class: Optional[str] = None
-    parameters: Optional[int] = None
-    checkpoint: Optional[int] = Field(None, description="Scalars in the published checkpoint, when read.")
-    layers: Optional[int] = None
-    memory: dict[str, int] = Field(default_factory=dict, description="Mode -> peak_bytes (the card need).")
-    memory_errors: dict[str, str] = Field(default_factory=dict)
-    batch: Optional[int] = None
-    seq_len: Optional[int] = None
-    max_batch: dict[str, dict[str, int]] = Field(default_factory=dict, description="Card -> mode -> largest batch (0: batch 1 does not fit).")
-    cost_card: Optional[str] = None
-    cost_usd: Optional[float] = None
-    cost_hours: Optional[float] = None
-    config: dict = Field(default_factory=dict, description="The config the side was built from.")
-
-
-class CardFlip(_Model):
-    card: str
-    mode: str
-    before: int
-    after: int
-
-
-class PlanDiff(_Model):
-    a: Side
-    b: Side
-    keys: list[KeyChange] = Field(default_factory=list, description="Config keys that differ (A -> B).")
-    stop_fitting: list[CardFlip] = Field(default_factory=list, description="Card and mode where batch 1 fitted at A and does not at B.")
-    start_fitting: list[CardFlip] = Field(default_factory=list)
-    planned: bool = False
 
 
 # --------------------------------------------------------------------------- resolving a side
@@ -178,6 +137,23 @@ def diff(spec_a: str, spec_b: str, options) -> PlanDiff:
     return d
 
 
+def diff_configs(cfg_a: dict, cfg_b: dict, options, label_a: str, label_b: str) -> PlanDiff:
+    """The diff of two config dicts (the tracker's two revisions of one config.json)."""
+    from .. import analyze
+
+    with tempfile.TemporaryDirectory(prefix="neurarch-diff-") as tmp:
+        sides = []
+        for name, cfg, label in (("a", cfg_a, label_a), ("b", cfg_b, label_b)):
+            path = Path(tmp) / name / "config.json"
+            path.parent.mkdir()
+            path.write_text(json.dumps(cfg))
+            sides.append(side_of(label, analyze(str(path), options), cfg))
+    a, b = sides
+    d = PlanDiff(a=a, b=b, keys=compare.key_diff(cfg_a, cfg_b), planned=bool(a.memory or b.memory or a.max_batch))
+    d.stop_fitting, d.start_fitting = flips(a, b)
+    return d
+
+
 def flips(a: Side, b: Side) -> tuple[list[CardFlip], list[CardFlip]]:
     """(stop, start): card and mode where batch 1 fitted at A and not at B, and the other way round."""
     stop, start = [], []
@@ -214,7 +190,7 @@ def _delta(a: int | float | None, b: int | float | None, fmt=_num) -> str:
     if a == b:
         return "same"
     d = b - a
-    pct = f" ({100 * d / a:+.1f} %)" if a else ""
+    pct = f" ({100 * d / a:+.1f} %)".replace("-", "−") if a else ""
     sign = "+" if d > 0 else "−"
     return f"{sign}{fmt(abs(d))}{pct}"
 

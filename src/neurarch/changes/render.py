@@ -62,6 +62,10 @@ def text(h: History) -> str:
                 out.append(f"      ! {f.replace('`', '')}")
             if c.template_diff:
                 out += ["      " + ln for ln in c.template_diff.rstrip("\n").splitlines()]
+            if c.plan is not None:
+                from . import plandiff
+
+                out += ["      " + ln for ln in plandiff.text(c.plan).splitlines()[3:] if ln.strip()]
         for msg in notes.get(r.commit, []):
             out.append(f"  note: {msg}")
         if r.commit not in changes and r.commit not in notes and r is not h.revisions[-1]:
@@ -99,6 +103,11 @@ def markdown(h: History) -> str:
             out += [f"- **Problem:** {f}" for f in c.findings]
         if c.template_diff:
             out += ["", "```diff", c.template_diff.rstrip("\n"), "```"]
+        if c.plan is not None:
+            from . import plandiff
+
+            body = plandiff.markdown(c.plan).split("\n", 4)[4]  # without the title and the config line
+            out += ["", "The plan at both revisions:", "", body.rstrip("\n")]
     if notes:
         out += ["", "### Revisions not fully read", ""]
         for commit, msgs in notes.items():

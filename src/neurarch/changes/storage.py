@@ -48,7 +48,7 @@ def _utc(dt: datetime) -> datetime:
 
 
 def track_stored(reader, since: datetime | None = None, url: str | None = None, engine=None,
-                 progress: Callable[[str], None] | None = None) -> History:
+                 progress: Callable[[str], None] | None = None, plan=None) -> History:
     from ..store.changes import RepoChange, RepoFile, RepoRevision, TrackedRepo
     from ..store.db import connect, session
 
@@ -88,7 +88,7 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
             else:
                 runs.append([i])
         wrapped = _StoredFiles(reader, known_files)
-        tracker = track.Tracker(wrapped, since, progress)
+        tracker = track.Tracker(wrapped, since, progress, plan)
         new_revs: list[Revision] = []
         for run in runs:
             walk = ([oldest_first[run[0] - 1]] if run[0] > 0 else []) + [oldest_first[i] for i in run]

@@ -85,9 +85,10 @@ def _template_of(state: _State) -> tuple[str | None, str | None]:
 
 
 class Tracker:
-    def __init__(self, reader, since: datetime | None = None, progress: Callable[[str], None] | None = None):
+    def __init__(self, reader, since: datetime | None = None, progress: Callable[[str], None] | None = None, plan=None):
         self.reader = reader
         self.since = since
+        self.plan = plan  # neurarch Options with a plan: graph changes get the plan at both revisions
         self.progress = progress or (lambda _msg: None)
         self.notes: list[RevisionNote] = []
         self.changes: list[Change] = []
@@ -214,7 +215,22 @@ class Tracker:
             for side, fig in (("before", fig_a), ("after", fig_b)):
                 if fig.error:
                     details.append(f"the config {side} this commit does not build: {fig.error}")
-        self._change(rev, parent, "config", CONFIG, summary, impact=impact, keys=keys, before=fig_a, after=fig_b,
+        plan = None
+        if impact == "graph" and self.plan is not None:
+            from ..errors import NeurarchError as _E
+            from . import plandiff
+
+            self.progress(f"planning both sides of config.json at {rev.commit[:12]}")
+            try:
+                plan = plandiff.diff_configs(old, new, self.plan, parent.commit[:12], rev.commit[:12])
+            except _E as e:
+                details.append(f"the plan could not be made: {e}")
+            else:
+                for f in plan.stop_fitting:
+                    details.append(f"stops fitting: {f.card} {plandiff.MODE_TITLE.get(f.mode, f.mode)} (largest batch {f.before} -> 0)")
+                for f in plan.start_fitting:
+                    details.append(f"starts fitting: {f.card} {plandiff.MODE_TITLE.get(f.mode, f.mode)} (largest batch 0 -> {f.after})")
+        self._change(rev, parent, "config", CONFIG, summary, impact=impact, keys=keys, before=fig_a, after=fig_b, plan=plan,
                      details=details, fingerprint_before=compare.fingerprint(old), fingerprint_after=compare.fingerprint(new))
 
     def _tokenizer(self, rev: Revision, parent: Revision, old: dict | None, new: dict | None, findings: list[str]) -> None:
@@ -370,7 +386,7 @@ def _keys_line(keys) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
-def track(reader, since: datetime | None = None, progress: Callable[[str], None] | None = None) -> History:
+def track(reader, since: datetime | None = None, progress: Callable[[str], None] | None = None, plan=None) -> History:
     """Read every revision of ``reader``'s repo and return the typed changes, newest first.
 
     With ``since``, the revisions from that date on are reported, each compared
@@ -384,7 +400,7 @@ def track(reader, since: datetime | None = None, progress: Callable[[str], None]
         walk = oldest_first[start:] if keep else []
     else:
         walk = oldest_first
-    tracker = Tracker(reader, since, progress)
+    tracker = Tracker(reader, since, progress, plan)
     tracker.run(walk)
     changes = tracker.changes
     link_reverts(changes)

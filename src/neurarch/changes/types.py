@@ -81,6 +81,40 @@ class WeightsSummary(_Model):
     dtypes: dict[str, int] = Field(default_factory=dict, description="dtype -> scalars.")
 
 
+class Side(_Model):
+    spec: str = Field(description="What the user named.")
+    provenance: Optional[str] = None
+    model_class: Optional[str] = None
+    parameters: Optional[int] = None
+    checkpoint: Optional[int] = Field(None, description="Scalars in the published checkpoint, when read.")
+    layers: Optional[int] = None
+    memory: dict[str, int] = Field(default_factory=dict, description="Mode -> peak_bytes (the card need).")
+    memory_errors: dict[str, str] = Field(default_factory=dict)
+    batch: Optional[int] = None
+    seq_len: Optional[int] = None
+    max_batch: dict[str, dict[str, int]] = Field(default_factory=dict, description="Card -> mode -> largest batch (0: batch 1 does not fit).")
+    cost_card: Optional[str] = None
+    cost_usd: Optional[float] = None
+    cost_hours: Optional[float] = None
+    config: dict = Field(default_factory=dict, description="The config the side was built from.")
+
+
+class CardFlip(_Model):
+    card: str
+    mode: str
+    before: int
+    after: int
+
+
+class PlanDiff(_Model):
+    a: Side
+    b: Side
+    keys: list[KeyChange] = Field(default_factory=list, description="Config keys that differ (A -> B).")
+    stop_fitting: list[CardFlip] = Field(default_factory=list, description="Card and mode where batch 1 fitted at A and does not at B.")
+    start_fitting: list[CardFlip] = Field(default_factory=list)
+    planned: bool = False
+
+
 class Change(_Model):
     """One typed change: one file (or the checkpoint's files) at one commit."""
 
@@ -100,6 +134,7 @@ class Change(_Model):
     weights_after: Optional[WeightsSummary] = None
     template_diff: Optional[str] = Field(None, description="chat_template: unified diff of the template text.")
     findings: list[str] = Field(default_factory=list, description="Problems this revision now has (tokenizer outgrows the embedding ...).")
+    plan: Optional[PlanDiff] = Field(None, description="config, graph changes with --plan: the plan at both revisions side by side.")
     fixed: Optional[str] = Field(None, description="A later commit that returns the same keys (or file) to their earlier value.")
     reverts: Optional[str] = Field(None, description="The earlier commit whose change this one undoes.")
     vanished: bool = Field(False, description="The commit is no longer in the repo's history (force-push, squash).")
