@@ -217,3 +217,15 @@ def test_not_a_git_clone(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path / "empty")], check=True)
     h = track.track(readers.GitReader(tmp_path / "empty"))
     assert h.revisions == [] and h.notes[0].message == "the repo has no commits yet"
+
+
+def test_special_tokens_in_tokenizer_config_and_eos_change(tmp_path):
+    repo = GitRepo(tmp_path / "tc")
+    tc = tokenizer_config(TEMPLATE_1) | {"added_tokens_decoder": {"0": {"content": "<unk>", "special": True},
+                                                                  "1": {"content": "<s>", "special": True}}}  # fmt: skip
+    repo.commit({"config.json": js(BASE_CONFIG), "tokenizer_config.json": js(tc)}, "v1", "2026-01-01T00:00:00+00:00")
+    tc2 = tc | {"eos_token": "<|eot|>", "added_tokens_decoder": {**tc["added_tokens_decoder"], "999": {"content": "<|eot|>", "special": True}}}
+    sha = repo.commit({"tokenizer_config.json": js(tc2)}, "eot", "2026-01-02T00:00:00+00:00")
+    (ch,) = track.track(readers.GitReader(repo.path)).changes
+    assert ch.commit == sha and ch.kind == "tokenizer" and ch.file == "tokenizer_config.json"
+    assert ch.details == ["`added_tokens_decoder`: 1 token(s) added: `<|eot|>` (id 999, special)", '`eos_token`: "</s>" -> "<|eot|>"']

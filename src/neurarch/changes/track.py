@@ -172,7 +172,7 @@ class Tracker:
                 keys = compare.key_diff(old, new, skip=("chat_template",))
                 if keys:
                     self._change(rev, parent, "tokenizer", p, f"tokenizer settings: {_keys_line(keys)}",
-                                 keys=keys, details=[compare.describe_key(k) for k in keys], findings=take_findings())
+                                 keys=keys, details=[_describe_tokenizer_key(k) for k in keys], findings=take_findings())
             elif p == TOKENIZER:
                 self._tokenizer(rev, parent, old, new, take_findings())
         template_after = _template_of(state)
@@ -371,6 +371,28 @@ def link_reverts(changes: list[Change], history_data: dict[str, list[tuple[str, 
                 if d.fingerprint_after == c.fingerprint_before:
                     c.fixed, d.reverts = d.commit, d.reverts or c.commit
                     break
+
+
+def _describe_tokenizer_key(k) -> str:
+    """added_tokens_decoder ({id: {"content", "special"}}) as tokens added and removed; other keys as usual."""
+    if k.key != "added_tokens_decoder" or not isinstance(k.before or {}, dict) or not isinstance(k.after or {}, dict):
+        return compare.describe_key(k)
+
+    def tokens(d):
+        return {str(v.get("content")): (i, bool(v.get("special"))) for i, v in (d or {}).items() if isinstance(v, dict)}
+
+    a, b = tokens(k.before), tokens(k.after)
+    parts = []
+    added = [f"`{t}` (id {i}{', special' if s else ''})" for t, (i, s) in b.items() if t not in a]
+    removed = [f"`{t}` (id {i}{', special' if s else ''})" for t, (i, s) in a.items() if t not in b]
+    moved = [f"`{t}` id {a[t][0]} -> {b[t][0]}" for t in a if t in b and a[t][0] != b[t][0]]
+    if added:
+        parts.append(f"{len(added)} token(s) added: " + ", ".join(added[:10]) + (" ..." if len(added) > 10 else ""))
+    if removed:
+        parts.append(f"{len(removed)} token(s) removed: " + ", ".join(removed[:10]) + (" ..." if len(removed) > 10 else ""))
+    if moved:
+        parts.append("ids changed: " + ", ".join(moved[:10]))
+    return "`added_tokens_decoder`: " + ("; ".join(parts) if parts else "token flags changed (same tokens and ids)")
 
 
 def _before_val(k) -> str:
