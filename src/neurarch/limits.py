@@ -188,6 +188,51 @@ def check_config(cfg: dict, where: str) -> None:
         # common "unset" sentinel (max_relative_positions = -1): neither asks for work.
         if _BOUNDED.search(field) and value < 0 and value != -1 and not _LAYER_INDEX.search(field):
             raise LimitError(f"{where}: field {path} = {show(value)} is negative", path=where, field=path)
+    check_parameters(cfg, where)
+
+
+def _int(d: dict, *names: str) -> tuple[str | None, int]:
+    for n in names:
+        v = d.get(n)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return n, v
+    return None, 0
+
+
+def estimate_parameters(cfg: dict) -> tuple[int, list[str]]:
+    """A rough upper estimate of a transformer config's parameters, before anything is built.
+
+    Per (sub-)config: ``layers x (4 h^2 + 3 h i x experts) + 2 vocab x h``
+    (attention as if unshared, a gated MLP per expert, untied embeddings), so
+    it overcounts (GQA, dense layers in MoE stacks, tied embeddings) and never
+    refuses a real model when compared with a bound 4x above ``MAX_PARAMETERS``.
+    Returns the estimate and the fields it was made from.
+    """
+    total, used = 0, []
+    for d in [cfg, *(v for v in cfg.values() if isinstance(v, dict))]:
+        hn, h = _int(d, "hidden_size", "n_embd", "d_model", "dim")
+        if not h:
+            continue
+        ln, layers = _int(d, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+        en, experts = _int(d, "num_local_experts", "n_routed_experts", "num_experts")
+        iname, inter = _int(d, "moe_intermediate_size") if experts else (None, 0)
+        if not inter:
+            iname, inter = _int(d, "intermediate_size", "n_inner", "d_ff", "ffn_dim")
+        vn, vocab = _int(d, "vocab_size")
+        total += (layers or 1) * (4 * h * h + 3 * h * (inter or 4 * h) * max(experts, 1)) + 2 * vocab * h
+        used += [n for n in (hn, ln, en, iname, vn) if n]
+    return total, used
+
+
+def check_parameters(cfg: dict, where: str) -> None:
+    n, fields = estimate_parameters(cfg)
+    if n > 4 * MAX_PARAMETERS:
+        raise LimitError(
+            f"{where}: fields {', '.join(dict.fromkeys(fields))} ask for about {n:.2g} parameters, beyond neurarch's "
+            f"limit of {MAX_PARAMETERS:.0e}",
+            path=where,
+            field=fields[0] if fields else None,
+        )
 
 
 def check_option(name: str, value: int | None, upper: int) -> None:
