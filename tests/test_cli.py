@@ -32,7 +32,7 @@ def test_json_has_the_stable_paths(capsys):
     rc, out, err = run_cli(capsys, "microsoft/resnet-50", "--format", "json")
     assert rc == 0
     doc = json.loads(out)
-    assert doc["schema_version"] == "1.1"
+    assert doc["schema_version"] == "1.2"
     for path in STABLE_PATHS:
         _get(doc, path)
     assert doc["params"]["checkpoint"] == 25_610_152 and doc["params"]["delta_pct"] == 0

@@ -39,6 +39,34 @@ _TASK_MAPPINGS = [
 ]
 
 
+# --task: the head a user fine-tunes -> transformers' auto-mappings that serve it, in order.
+TASKS = {
+    "causal-lm": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",),
+    "seq-cls": ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+                "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"),
+    "token-cls": ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",),
+    "masked-lm": ("MODEL_FOR_MASKED_LM_MAPPING_NAMES",),
+    "seq2seq-lm": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",),
+    "backbone": ("MODEL_MAPPING_NAMES",),
+}
+
+
+def task_class(cfg, task: str):
+    """The transformers class that fine-tunes ``cfg``'s model type for ``task``."""
+    transformers = _transformers()
+    from transformers.models.auto import modeling_auto
+
+    for mapping_name in TASKS[task]:
+        name = getattr(modeling_auto, mapping_name, {}).get(cfg.model_type)
+        if isinstance(name, (list, tuple)):
+            name = name[0]
+        cls = getattr(transformers, name, None) if name else None
+        if isinstance(cls, type):
+            return cls
+    raise ConfigError(f"--task {task}: transformers {transformers.__version__} has no {task} class for model_type {cfg.model_type!r}",
+                      field="task")
+
+
 # Tensors up to this many elements are created for real during the build (4 MB in
 # float32); parameters are moved to meta the moment they are registered.
 SMALL_TENSOR = 1 << 20
@@ -208,13 +236,33 @@ def _instantiate(cls, cfg) -> nn.Module:
         return cls(cfg)
 
 
-def build_from_config(raw: dict, where: str, *, attn_implementation: str | None = "sdpa") -> BuiltModel:
+def build_from_config(raw: dict, where: str, *, attn_implementation: str | None = "sdpa", task: str | None = None,
+                      num_labels: int | None = None, strict_attention: bool = False) -> BuiltModel:
+    """The model ``raw`` describes, on meta.
+
+    ``attn_implementation``: transformers' name; "sdpa" (the default) is what
+    transformers picks on a CUDA card where the class supports it, and a class
+    that does not gets its own default (eager) unless ``strict_attention``.
+    ``task``/``num_labels``: build the head a user fine-tunes instead of
+    ``architectures[0]`` (see :data:`TASKS`).
+    """
     transformers = _transformers()
     cfg = make_config(raw, where)
     notes: list[str] = []
     archs = raw.get("architectures") or []
     architecture = archs[0] if archs and isinstance(archs[0], str) else None
-    cls = _pick_class(cfg, architecture, notes)
+    if task is not None:
+        cls = task_class(cfg, task)
+        if task in ("seq-cls", "token-cls") and num_labels:
+            cfg.num_labels = num_labels
+        if task == "seq-cls" and getattr(cfg, "pad_token_id", None) is None and hasattr(cfg, "pad_token_id"):
+            # Sequence classifiers find each row's last token through pad_token_id; fine-tuning
+            # recipes set it (to the EOS id) before training at a batch above 1.
+            eos = getattr(cfg, "eos_token_id", None)
+            cfg.pad_token_id = (eos[0] if isinstance(eos, (list, tuple)) and eos else eos) if eos is not None else 0
+            notes.append(f"the config has no pad_token_id; set to {cfg.pad_token_id} (the EOS id) as fine-tuning recipes do")
+    else:
+        cls = _pick_class(cfg, architecture, notes)
     if attn_implementation:
         try:
             cfg._attn_implementation = attn_implementation
@@ -222,10 +270,13 @@ def build_from_config(raw: dict, where: str, *, attn_implementation: str | None 
             pass
     try:
         model = _instantiate(cls, cfg)
-    except (ValueError, AttributeError) as e:
+    except (ValueError, AttributeError, ImportError) as e:
         # sdpa unsupported by this class: retry with the class's default attention.
+        if attn_implementation and not strict_attention and "attn" in str(e).lower():
+            return build_from_config(raw, where, attn_implementation=None, task=task, num_labels=num_labels)
         if attn_implementation and "attn" in str(e).lower():
-            return build_from_config(raw, where, attn_implementation=None)
+            raise BuildError(f"{cls.__name__} cannot run attn_implementation={attn_implementation!r}: {type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
         raise BuildError(f"building {cls.__name__} failed: {type(e).__name__}: {e}") from None
     except Exception as e:
         raise BuildError(f"building {cls.__name__} failed: {type(e).__name__}: {e}") from None

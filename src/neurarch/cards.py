@@ -36,6 +36,8 @@ class Card:
     spec_source: str = ""
     date: str = ""
     custom: bool = False
+    interconnect_gb_s: float | None = None  # card-to-card, bidirectional (datasheet); prices FSDP runs
+    interconnect_source: str = ""
 
     @property
     def memory_bytes(self) -> int:
@@ -69,6 +71,8 @@ def builtin_cards() -> tuple[Card, ...]:
                 price_source=r["price_source"],
                 spec_source=r["spec_source"],
                 date=r["date"],
+                interconnect_gb_s=_f(r.get("interconnect_gb_s") or ""),
+                interconnect_source=r.get("interconnect_source") or "",
             )
         )
     return tuple(out)

@@ -35,9 +35,15 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cost", action="store_true", help="price a training run on every card (roofline estimate)")
     g.add_argument("--plan", action="store_true", help="the full plan: GPU memory per mode, what fits on which card, sharded plans, and the cost")
     g.add_argument("--modes", default="full,lora,qlora,inference", help="memory modes to simulate (default: full,lora,qlora,inference)")
-    g.add_argument("--optimizer", default="adamw", help="adamw (default) | adamw-8bit | sgd | adafactor")
+    g.add_argument("--optimizer", default="adamw", help="adamw (default: torch's foreach AdamW) | adamw-fused (the HF Trainer's adamw_torch_fused) | adamw-8bit | sgd | adafactor")
     g.add_argument("--lora-rank", type=int, default=16, help="LoRA rank (default 16)")
-    g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in backward")
+    g.add_argument("--lora-targets", metavar="NAMES", help="peft target_modules: module names such as q_proj,v_proj, or all-linear (default: every linear layer but the head)")
+    g.add_argument("--lora-dropout", type=float, default=0.0, help="LoRA dropout (peft's default 0.0; recipes use 0.05-0.1: it keeps a dropped copy of each adapted input)")
+    g.add_argument("--adapter-dtype", choices=["fp32", "bf16"], help="LoRA adapter weights: fp32 (peft's default over a bf16 base) or bf16 (pure-bf16 training)")
+    g.add_argument("--attn-implementation", choices=["eager", "sdpa", "flash_attention_2"], help="attention as transformers names it (default: what transformers picks on a CUDA card, usually sdpa); flash_attention_2 follows CUDA's flash kernel")
+    g.add_argument("--task", choices=["causal-lm", "seq-cls", "token-cls", "masked-lm", "seq2seq-lm", "backbone"], help="the head you fine-tune (default: the config's architectures[0]); the checkpoint comparison keeps the published head")
+    g.add_argument("--num-labels", type=int, default=2, help="classes for --task seq-cls / token-cls (default 2)")
+    g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in backward (transformers' gradient_checkpointing_enable, non-reentrant)")
     g.add_argument("--headroom", type=float, default=1.15, help="a card fits when peak x headroom <= its memory (default 1.15)")
     g.add_argument("--context-len", type=int, help="inference: KV cache length in tokens (default: the input's)")
     g.add_argument("--epochs", type=int, default=10, help="epochs of the run (default 10)")
@@ -140,8 +146,14 @@ def _options(args):
             grad_checkpointing=args.grad_checkpointing,
             headroom=args.headroom,
             context_len=args.context_len,
+            attn_implementation=args.attn_implementation,
+            lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()) if args.lora_targets is not None else None,
+            lora_dropout=args.lora_dropout,
+            adapter_dtype=args.adapter_dtype,
+            task=args.task,
+            num_labels=args.num_labels,
         )
-        plan.validate()
+        plan.validate(args.precision)
     if not (args.cost or args.plan) and (args.tokens or args.samples or args.price):
         raise NeurarchError("--samples/--tokens/--price only apply with --cost or --plan")
     return Options(

@@ -66,10 +66,17 @@ class PlanOptions:
     grad_checkpointing: bool = False
     headroom: float = 1.15
     context_len: int | None = None  # inference KV cache length (default: the input's)
+    attn_implementation: str | None = None  # eager | sdpa | flash_attention_2; None: transformers' pick on CUDA
+    lora_targets: tuple | None = None  # peft target_modules; None = all-linear
+    lora_dropout: float = 0.0  # peft's default
+    adapter_dtype: str | None = None  # None = as peft casts (fp32 adapters); "bf16"
+    task: str | None = None  # causal-lm | seq-cls | token-cls | masked-lm | seq2seq-lm | backbone; None = architectures[0]
+    num_labels: int = 2  # classifier heads (--task seq-cls / token-cls)
 
-    def validate(self) -> None:
+    def validate(self, precision: str = "bf16-mixed") -> None:
+        from .build import TASKS
         from .errors import InputError
-        from .plan.step import MODES, OPTIMIZERS
+        from .plan.step import MODES, OPTIMIZERS, TrainSetup
 
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
@@ -82,6 +89,21 @@ class PlanOptions:
             raise InputError(f"--headroom must be between 1 and 10, got {self.headroom}")
         if self.context_len is not None and not 1 <= self.context_len <= (1 << 22):
             raise InputError(f"--context-len must be between 1 and {1 << 22:,}, got {self.context_len}")
+        if self.task is not None and self.task not in TASKS:
+            raise InputError(f"unknown --task {self.task!r}; choose one of {', '.join(TASKS)}")
+        if not isinstance(self.num_labels, int) or not 1 <= self.num_labels <= 1_000_000:
+            raise InputError(f"--num-labels must be an integer from 1 to 1,000,000, got {self.num_labels}")
+        for mode in self.modes:  # the recipe options, checked once for every mode asked for
+            self.setup(mode, precision).validate()
+
+    def setup(self, mode: str, precision: str, device: str = "cuda"):
+        """The simulated training setup of one mode."""
+        from .plan.step import TrainSetup
+
+        return TrainSetup(mode=mode, precision=precision, optimizer=self.optimizer, grad_checkpointing=self.grad_checkpointing,
+                          lora_rank=self.lora_rank, lora_targets=tuple(self.lora_targets) if self.lora_targets is not None else None,
+                          lora_dropout=self.lora_dropout, adapter_dtype=self.adapter_dtype,
+                          attn_implementation=self.attn_implementation, device=device)
 
 
 @dataclass
@@ -302,6 +324,8 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
             cache[b] = estimate_with_curve(
                 built, with_batch(plan, b), mode, precision=opts.precision, optimizer=p.optimizer,
                 grad_checkpointing=p.grad_checkpointing, lora_rank=p.lora_rank, context_len=p.context_len,
+                lora_targets=tuple(p.lora_targets) if p.lora_targets else None, lora_dropout=p.lora_dropout,
+                adapter_dtype=p.adapter_dtype, attn_implementation=p.attn_implementation,
                 steady_only=b != plan.batch,
             )
         return cache[b]
@@ -352,9 +376,20 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
     return Jobs({n: jobs[n] for n in order})
 
 
-def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure):
+OPTIMIZER_IMPLEMENTATIONS = {
+    "adamw": "torch.optim.AdamW, foreach (multi-tensor: torch's default on CUDA; its step keeps a scratch copy per parameter group)",
+    "adamw-fused": "torch.optim.AdamW(fused=True) (the Hugging Face Trainer's adamw_torch_fused, its default with torch >= 2.8): no multi-tensor scratch",
+    "adamw-8bit": "bitsandbytes AdamW8bit (blockwise 8-bit state)",
+    "sgd": "torch.optim.SGD, momentum 0.9, foreach",
+    "adafactor": "torch.optim.Adafactor, foreach",
+}
+
+
+def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: dict, attention=(None, "", None)):
     """memory.<mode> at the input batch, each card's largest batch per mode, the
-    multi-GPU plans, and the cost's per-op work, from the jobs' results."""
+    multi-GPU plans, and the cost's per-op work, from the jobs' results.  A
+    section that fails (the cost count, the multi-GPU plans) leaves its error
+    in ``errors`` under its JSON path; the others stand."""
     from .plan.fit import CardFit
     from .plan.schema import MemoryAssumptions, MemorySection
 
@@ -363,20 +398,29 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure):
     work = None
     if "cost" in results:
         ok, value = results["cost"]
-        if not ok:
-            raise RuntimeError(f"counting the step's work failed: {value[0]}: {value[1]}")
-        work = value
+        if ok:
+            work = value
+        else:  # the cost section fails on its own; the memory plan stands
+            errors["cost"] = _one_line(f"counting the step's work failed: {value[0]}: {value[1]}")
     if p is None:
         return None, [], [], work
     section = MemorySection(
         assumptions=MemoryAssumptions(
             precision=opts.precision,
             optimizer=p.optimizer,
+            optimizer_implementation=OPTIMIZER_IMPLEMENTATIONS.get(p.optimizer, ""),
             lora_rank=p.lora_rank,
+            lora_targets=list(p.lora_targets) if p.lora_targets else None,
+            lora_dropout=p.lora_dropout,
+            adapter_dtype=p.adapter_dtype or "fp32",
             grad_checkpointing=p.grad_checkpointing,
             headroom=p.headroom,
             batch=plan.batch,
             context_len=p.context_len,
+            attn_implementation=attention[0],
+            attn_implementation_how=attention[1],
+            task=p.task,
+            model_class=attention[2],
             method="training steps simulated on fake tensors (steady state: step 2), CUDA kernel semantics; "
             "peak_bytes adds caching-allocator rounding and fixed CUDA overhead",
         )
@@ -394,16 +438,38 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure):
         if "multi" in value:
             elem = 4 if opts.precision == "fp32" else 2
             largest = max((n.parameters for n in structure.nodes), default=0) * elem
-            multi = _multi_gpu(cards, value["multi"], largest, p.headroom)
+            try:
+                multi = _multi_gpu(cards, value["multi"], largest, p.headroom)
+            except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest stands
+                errors["multi_gpu"] = _error_line(e)
     return section, fits, multi, work
 
 
-def _cost(work, opts: Options, plan, trainable: int, cards, full_fits=None):
+def _one_line(text: str, limit: int = 300) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    line = lines[0] if lines else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _error_line(e: BaseException) -> str:
+    """``Type: first line of the message``: how a failed section reports its error."""
+    return _one_line(f"{type(e).__name__}: {e}") if str(e).strip() else type(e).__name__
+
+
+def _cost(work, opts: Options, plan, trainable: int, cards, fits=None, multi=None, memory=None, param_bytes: int = 0):
+    """The cost section: per card, the run the memory plan says fits (see cost.estimate.runs_for)."""
     from .cost import estimate
 
     c = opts.cost
     tokens = c.tokens
     samples = c.samples if c.samples is not None else (None if tokens is not None else 50_000)
+    by_card = {f.name: dict(f.max_batch) for f in fits} if fits else None
+    fsdp = {m.card: (m.gpus, m.max_batch_per_gpu) for m in multi or [] if m.strategy == "fsdp"}
+    by_mode = {}
+    for mode in ("lora", "qlora"):
+        mm = getattr(memory, mode, None) if memory is not None else None
+        if mm is not None:
+            by_mode[mode] = mm.trainable_parameters
     return estimate(
         work,
         cards,
@@ -415,8 +481,52 @@ def _cost(work, opts: Options, plan, trainable: int, cards, full_fits=None):
         batch=c.batch,
         trainable=trainable,
         headline_card=c.card,
-        max_batch=(lambda card: full_fits.get(card.name)) if full_fits else None,
+        fits=(lambda card: by_card.get(card.name)) if by_card is not None else None,
+        fsdp=lambda card: fsdp.get(card.name),
+        trainable_by_mode=by_mode,
+        param_bytes=param_bytes,
     )
+
+
+def _attention_of(model) -> str | None:
+    cfg = getattr(model, "config", None)
+    return getattr(cfg, "_attn_implementation", None) if cfg is not None else None
+
+
+def _plan_model(built, source, opts: Options):
+    """The model the plan and the cost simulate, and (attention, why, class).
+
+    The trace and the checkpoint comparison keep the published architecture
+    with transformers' default attention on CUDA (SDPA where the class has it);
+    ``--task`` and ``--attn-implementation`` build the recipe's model beside it.
+    """
+    from .build import build_from_config
+    from .errors import InputError
+
+    p = opts.plan
+    task = p.task if p is not None else None
+    want = p.attn_implementation if p is not None else None
+    trained = built
+    if built.config is not None and source.config is not None and (task is not None or want not in (None, "sdpa", "flash_attention_2")):
+        trained = build_from_config(source.config, source.id, attn_implementation="eager" if want == "eager" else "sdpa",
+                                    task=task, num_labels=p.num_labels, strict_attention=want is not None)
+    elif built.config is None and (task is not None or want is not None):
+        raise InputError("--task and --attn-implementation apply to transformers models only")
+    used = _attention_of(trained.model)
+    if want is None:
+        how = ("what transformers picks on a CUDA card" + ("" if used == "sdpa" else ": this class has no SDPA path")) if used else ""
+    elif want == "flash_attention_2":
+        if not getattr(type(trained.model), "_supports_flash_attn", False):
+            raise InputError(f"{trained.model_class} does not support flash_attention_2 in transformers")
+        if used != "sdpa":
+            raise InputError(f"{trained.model_class} has no SDPA path to model flash_attention_2 on")
+        used, how = "flash_attention_2", ("--attn-implementation flash_attention_2, simulated with CUDA's flash kernel "
+                                          "(the flash-attn package itself needs CUDA to install)")
+    else:
+        if used != want:
+            raise InputError(f"{trained.model_class} cannot run attn_implementation={want!r} (it runs {used!r})")
+        how = f"--attn-implementation {want}"
+    return trained, (used, how, trained.model_class)
 
 
 def analyze(spec: str, options: Options | None = None) -> Report:
@@ -425,7 +535,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
     opts.inputs.validate()
     cards = None
     if opts.plan is not None:
-        opts.plan.validate()
+        opts.plan.validate(opts.precision)
         if opts.cost is None:
             opts.cost = CostOptions(precision=opts.precision)
     if opts.cost is not None:
@@ -437,10 +547,12 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         built = build(source)
         plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
         want_jobs = opts.plan is not None or opts.cost is not None
+        trained, attention = _plan_model(built, source, opts) if want_jobs else (built, (None, "", None))
         jobs = None
+        section_errors: dict[str, str] = {}
         try:
             if want_jobs and plan.settled:
-                jobs = _start_jobs(built, plan, opts, cards, source.default_input_shape)  # forked now, they run while the model is traced
+                jobs = _start_jobs(trained, plan, opts, cards, source.default_input_shape)  # forked now, they run while the model is traced
             result = trace(built.model, plan, backward=opts.backward)
             params = build_params(built.model, source.checkpoint, built.config)
             structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
@@ -450,11 +562,15 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             traced = result.forward.ok and result.backward is not None and result.backward.ok
             if want_jobs and traced:
                 if jobs is None:  # inputs the trace had to settle first (VLM image tokens, a fallback layout)
-                    jobs = _start_jobs(built, plan, opts, cards, source.default_input_shape)
-                memory, fits, multi, work = _memory_and_work(jobs, plan, opts, cards, structure)
-                if opts.cost is not None:
-                    full = {f.name: f.max_batch.get("full") for f in fits} if fits and "full" in opts.plan.modes else None
-                    cost = _cost(work, opts, plan, params.trainable, cards, full)
+                    jobs = _start_jobs(trained, plan, opts, cards, source.default_input_shape)
+                memory, fits, multi, work = _memory_and_work(jobs, plan, opts, cards, structure, section_errors, attention)
+                if opts.cost is not None and work is not None:
+                    try:
+                        n = sum({id(t): t.numel() for t in trained.model.parameters()}.values())
+                        elem = 4 if opts.cost.precision == "fp32" else 2  # FSDP gathers weights in the compute dtype
+                        cost = _cost(work, opts, plan, n, cards, fits, multi, memory, n * elem)
+                    except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest stands
+                        section_errors["cost"] = _error_line(e)
         finally:
             if jobs is not None:
                 jobs.close()
@@ -497,6 +613,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         cards=fits,
         multi_gpu=multi,
         cost=cost,
+        errors=section_errors,
         warnings=warnings,
     )
     if opts.verify:
@@ -510,7 +627,11 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             training=True,
             precision=opts.precision,
         )
-        result = verify.run(ctx, opts.disable)
-        report.findings = result.findings
-        report.verifier = result.verifier
+        try:
+            result = verify.run(ctx, opts.disable)
+        except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest stands
+            report.errors["verifier"] = _error_line(e)
+        else:
+            report.findings = result.findings
+            report.verifier = result.verifier
     return report

@@ -16,7 +16,7 @@ from .plan.fit import CardFit, MultiGpuPlan
 from .plan.schema import MemorySection
 from .verify.schema import Finding, Verifier
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 class _Model(BaseModel):
@@ -116,6 +116,7 @@ class Report(_Model):
     cost: Optional[CostSection] = Field(None, description="What it costs to run (with --plan or --cost).")
     findings: list[Finding] = Field(default_factory=list, description="What the verifier says, most severe first.")
     verifier: Optional[Verifier] = Field(None, description="Counts by severity, rules run/disabled/not applicable/failed, output kind.")
+    errors: dict[str, str] = Field(default_factory=dict, description="Sections that failed, by JSON path (cost, multi_gpu, cards, verifier), each with its one-line error; the rest of the report stands. A memory mode that fails is under memory.errors.")
     warnings: list[str] = Field(default_factory=list)
 
 

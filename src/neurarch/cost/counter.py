@@ -87,6 +87,9 @@ def _argument(func, args, kwargs, name: str):
     return None
 
 
+_WEIGHT_GRAD_OPS = {"aten.mm", "aten.addmm"}
+
+
 @dataclass
 class OpRecord:
     op: str  # e.g. "aten.mm"
@@ -95,6 +98,7 @@ class OpRecord:
     bytes: int  # read + written, at the precision's element size
     matmul: bool  # has a FLOP formula: runs on tensor cores
     causal: bool = False
+    weight_grad: bool = False  # backward matmul whose output is a weight's gradient (skipped when the weight is frozen)
 
 
 @dataclass
@@ -105,6 +109,9 @@ class OpCounter(TorchDispatchMode):
     phase: str = "forward"
     records: list[OpRecord] = field(default_factory=list)
     unknown_matmul_like: set[str] = field(default_factory=set)
+    # Shapes of the model's 2-d weights: a backward mm whose output has one (or its
+    # transpose) computes that weight's gradient, which LoRA's frozen base skips.
+    weight_shapes: frozenset = frozenset()
 
     def __post_init__(self):
         super().__init__()
@@ -142,5 +149,8 @@ class OpCounter(TorchDispatchMode):
         ins, _ = tree_flatten((args, kwargs))
         outs, _ = tree_flatten(out)
         causal = name in ATTENTION_OPS and _argument(func, args, kwargs, "is_causal") is True
-        self.records.append(OpRecord(name, self.phase, int(flops), self._bytes(ins) + self._bytes(outs), formula is not None, causal))
+        weight_grad = (self.phase == "backward" and name in _WEIGHT_GRAD_OPS and isinstance(out, torch.Tensor)
+                       and out.dim() == 2 and (tuple(out.shape) in self.weight_shapes or tuple(out.shape)[::-1] in self.weight_shapes))
+        self.records.append(OpRecord(name, self.phase, int(flops), self._bytes(ins) + self._bytes(outs), formula is not None, causal,
+                                     weight_grad))
         return out

@@ -16,6 +16,8 @@ class CostAssumptions(_Model):
     samples: Optional[int] = Field(None, description="Samples per epoch (vision and encoder models).")
     tokens: Optional[int] = Field(None, description="Tokens per epoch (language models; --tokens).")
     batch: int = Field(description="Batch asked for (default 32); a card that cannot hold it uses its largest.")
+    pricing: str = Field("", description="Which run each card's row prices, and why.")
+    interconnect: str = Field("", description="FSDP rows: what the card-to-card traffic assumes, with its source.")
     precision: str
     seq_len: Optional[int] = None
     compute_efficiency: float = Field(description="Achievable fraction of the peak tensor rate.")
@@ -28,7 +30,9 @@ class CostAssumptions(_Model):
 
 class CostCard(_Model):
     name: str
-    batch: int
+    mode: str = Field("full", description="What the row prices: full (fine-tuning every weight), lora or qlora (the memory plan's mode that fits).")
+    gpus: int = Field(1, description="Cards the run uses: 1, or N for an FSDP run where full fine-tuning fits no single card; usd is for all of them.")
+    batch: int = Field(description="Batch per card.")
     fits: Optional[bool] = Field(None, description="Batch fits the card per the memory plan; None when no plan was made.")
     step_seconds: Optional[float] = None
     steps: Optional[int] = None
@@ -47,6 +51,8 @@ class CostHeadline(_Model):
     usd: Optional[float] = None
     run_hours: Optional[float] = None
     batch: Optional[int] = None
+    mode: Optional[str] = None
+    gpus: Optional[int] = None
 
 
 class CostSection(_Model):

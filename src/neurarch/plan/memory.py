@@ -314,7 +314,7 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     held = _fake_attributes(model, mode)
     gaps = FakeGaps()
     watch = _Watch(tracker, gaps)
-    kernels = CudaKernels() if setup.device == "cuda" else contextlib.nullcontext()
+    kernels = CudaKernels(setup.attn_implementation == "flash_attention_2") if setup.device == "cuda" else contextlib.nullcontext()
     quantized: list[torch.Tensor] = []
     if setup.mode == "qlora":
         with warnings.catch_warnings(), mode:
@@ -719,7 +719,7 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
     """Simulate one mode: by depth when the model has a stack worth cutting, else whole."""
     why = None
     failed = _NO_CUT.setdefault(built.model, {})
-    key = (setup.mode, setup.precision, setup.optimizer, setup.grad_checkpointing, setup.lora_rank, setup.device)
+    key = setup
     if cut_depth and key in failed:
         why = failed[key]  # it did not line up at another batch: do not try again
     elif cut_depth:
@@ -764,6 +764,10 @@ def estimate_with_curve(
     optimizer: str = "adamw",
     grad_checkpointing: bool = False,
     lora_rank: int = DEFAULT_LORA_RANK,
+    lora_targets: tuple[str, ...] | None = None,
+    lora_dropout: float = 0.0,
+    adapter_dtype: str | None = None,
+    attn_implementation: str | None = None,
     device: str = "cuda",
     steps: int = 2,
     context_len: int | None = None,
@@ -777,7 +781,8 @@ def estimate_with_curve(
     that decide a fit are the same, the first step's peak is not known (None).
     """
     setup = TrainSetup(mode=mode, precision=precision, optimizer=optimizer, grad_checkpointing=grad_checkpointing,
-                       lora_rank=lora_rank, device=device)
+                       lora_rank=lora_rank, lora_targets=lora_targets, lora_dropout=lora_dropout, adapter_dtype=adapter_dtype,
+                       attn_implementation=attn_implementation, device=device)
     setup.validate()
     sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth,
                         steady_only=steady_only and mode != "inference")
@@ -789,7 +794,10 @@ def estimate_with_curve(
         if precision.endswith("-mixed"):
             notes.append("autocast: CUDA's fp32 op list is applied to the ops models call from Python (layer_norm, softmax, exp ...); ops inside C++ composites follow CPU's")
     if mode in ("lora", "qlora"):
-        notes.append(f"LoRA rank {lora_rank} on every linear layer but the head (CNNs: the convolutions); the head and all "
+        where = ("every linear layer but the head (CNNs: the convolutions)" if lora_targets in (None, ("all-linear",))
+                 else "the modules peft matches to " + ",".join(lora_targets))
+        adapters = "bf16 adapters" if adapter_dtype == "bf16" else "fp32 adapters (peft's autocast_adapter_dtype)"
+        notes.append(f"LoRA rank {lora_rank} on {where}, dropout {lora_dropout:g}, {adapters}; the head and all "
                      "base weights frozen, as peft leaves them without modules_to_save")
     if mode == "qlora":
         notes.append("QLoRA as peft's prepare_model_for_kbit_training leaves it: non-quantized weights (embeddings, norms, head) "

@@ -61,6 +61,14 @@ class MemoryAssumptions(_Model):
     context_len: Optional[int] = None
     device_semantics: str = "cuda"
     method: str = ""
+    optimizer_implementation: str = Field("", description="How the optimizer runs on the card: foreach (multi-tensor, torch's CUDA default), fused, or the library's own kernel.")
+    attn_implementation: Optional[str] = Field(None, description="The attention the model was built with (transformers' name: eager, sdpa, flash_attention_2).")
+    attn_implementation_how: str = Field("", description="Why: the user's --attn-implementation, or what transformers picks for this model on a CUDA card.")
+    lora_targets: Optional[list[str]] = Field(None, description="peft target_modules; None = every linear layer but the head (all-linear).")
+    lora_dropout: float = 0.0
+    adapter_dtype: str = Field("fp32", description="Dtype of the LoRA adapter weights (peft casts them to fp32 over a low-precision base unless told otherwise).")
+    task: Optional[str] = Field(None, description="The head the plan fine-tunes (--task); None = the config's architectures[0].")
+    model_class: Optional[str] = Field(None, description="The class the plan simulated (differs from model.model_class with --task).")
 
 
 class MemorySection(_Model):

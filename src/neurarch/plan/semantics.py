@@ -52,7 +52,7 @@ def _dropout(args, kwargs):
     return torch.native_dropout(x, p, True)[0]
 
 
-def _sdpa(args, kwargs):
+def _sdpa(args, kwargs, flash_always: bool = False):
     names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
     a = dict(zip(names, args))
     a.update(kwargs)
@@ -65,7 +65,7 @@ def _sdpa(args, kwargs):
         return None
     # Flash: half precision, no mask, one head size for q, k and v up to 256
     # (sdp_utils.cpp check_head_dim_size_flash; DeepSeek's MLA has v narrower than q/k).
-    flash = (q.dtype in (torch.float16, torch.bfloat16) and mask is None and q.size(-1) <= 256
+    flash = (q.dtype in (torch.float16, torch.bfloat16) and (mask is None or flash_always) and q.size(-1) <= 256
              and q.size(-1) == k.size(-1) == v.size(-1))
     if k.size(-3) != q.size(-3):  # grouped-query: CUDA's math/efficient paths repeat K/V
         if not a.get("enable_gqa", False):
@@ -131,7 +131,19 @@ def _cuda_autocast(func, args, kwargs):
 
 
 class CudaKernels(TorchFunctionMode):
-    """Route dropout and attention to the kernels CUDA would run (see module doc)."""
+    """Route dropout and attention to the kernels CUDA would run (see module doc).
+
+    ``flash_always``: the model runs flash-attn (``attn_implementation=
+    "flash_attention_2"``), simulated through transformers' SDPA path: every
+    attention call takes the flash kernel, whose saved tensors (output and
+    log-sum-exp) are those of flash-attn 2's own backward.  A padding mask does
+    not make it fall back (flash-attn unpads instead; our batches hold no
+    padding, so the unpadded tensors are the same size).
+    """
+
+    def __init__(self, flash_always: bool = False):
+        super().__init__()
+        self.flash_always = flash_always
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -140,7 +152,7 @@ class CudaKernels(TorchFunctionMode):
             if out is not None:
                 return out
         elif func in _SDPA:
-            out = _sdpa(args, kwargs)
+            out = _sdpa(args, kwargs, self.flash_always)
             if out is not None:
                 return out
         elif _autocast_on():

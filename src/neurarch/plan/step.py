@@ -27,7 +27,10 @@ from ..inputs import InputPlan, TensorSpec
 
 MODES = ("full", "lora", "qlora", "inference")
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
-OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")
+OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor")
+# transformers' names (config._attn_implementation); None: what transformers picks on a CUDA card.
+ATTENTIONS = ("eager", "sdpa", "flash_attention_2")
+ADAPTER_DTYPES = ("fp32", "bf16")
 DEVICES = ("cpu", "cuda")
 
 DEFAULT_LORA_RANK = 16
@@ -50,6 +53,16 @@ class TrainSetup:
     optimizer: str = "adamw"
     grad_checkpointing: bool = False
     lora_rank: int = DEFAULT_LORA_RANK
+    # peft's target_modules: None = neurarch's all-linear rule (see lora_targets); else module
+    # names matched as peft matches them (the whole name or its last components).
+    lora_targets: tuple[str, ...] | None = None
+    lora_dropout: float = 0.0  # peft's default; > 0 keeps a dropped copy of each adapted layer's input
+    # Adapter weights: None = as peft casts them (autocast_adapter_dtype=True: fp32 over a
+    # bf16/fp16 base); "bf16" keeps them in the base's low precision (pure-bf16 training).
+    adapter_dtype: str | None = None
+    # The attention the model was built with (transformers' name); flash_attention_2 is
+    # simulated with CUDA's flash kernel (the flash-attn package needs CUDA to install).
+    attn_implementation: str | None = None
     # Whose kernels' behaviour to follow where CPU and CUDA differ (see docs/accuracy.md):
     # "cuda" = multi-tensor (foreach) optimizer, the default on CUDA; "cpu" = the
     # single-tensor loop torch uses for CPU tensors.
@@ -66,6 +79,16 @@ class TrainSetup:
                 raise PlanOptionError(f"unknown memory {name} {value!r}: choose one of {', '.join(allowed)}")
         if not isinstance(self.lora_rank, int) or not 1 <= self.lora_rank <= 4096:
             raise PlanOptionError(f"--lora-rank must be an integer from 1 to 4096, got {self.lora_rank!r}")
+        if not isinstance(self.lora_dropout, (int, float)) or not 0.0 <= self.lora_dropout < 1.0:
+            raise PlanOptionError(f"--lora-dropout must be at least 0 and below 1, got {self.lora_dropout!r}")
+        if self.adapter_dtype is not None and self.adapter_dtype not in ADAPTER_DTYPES:
+            raise PlanOptionError(f"unknown --adapter-dtype {self.adapter_dtype!r}: choose one of {', '.join(ADAPTER_DTYPES)}")
+        if self.attn_implementation is not None and self.attn_implementation not in ATTENTIONS:
+            raise PlanOptionError(f"unknown --attn-implementation {self.attn_implementation!r}: choose one of {', '.join(ATTENTIONS)}")
+        if self.attn_implementation == "flash_attention_2" and self.compute_dtype == torch.float32:
+            raise PlanOptionError("flash_attention_2 runs in fp16/bf16 only (flash-attn refuses fp32): choose --precision bf16-mixed, fp16-mixed or bf16")
+        if self.lora_targets is not None and (not self.lora_targets or not all(isinstance(t, str) and t.strip() for t in self.lora_targets)):
+            raise PlanOptionError("--lora-targets needs module names such as q_proj,v_proj, or all-linear")
 
     @property
     def compute_dtype(self) -> torch.dtype:
@@ -224,12 +247,7 @@ def prepare(model: nn.Module, setup: TrainSetup) -> nn.Module:
             p.requires_grad_(False)
         return model.eval()
     if setup.grad_checkpointing:
-        enable = getattr(model, "activation_checkpointing_enable", None) or getattr(model, "gradient_checkpointing_enable", None)
-        if not getattr(model, "supports_gradient_checkpointing", False) or enable is None:
-            raise PlanOptionError(f"{type(model).__name__} has no gradient checkpointing switch (transformers models that support it do)")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            enable()
+        enable_checkpointing(model)
     if setup.mode == "full":
         # fp32 too: a model built from sub-configs of different dtypes (a VLM whose text
         # config says bfloat16) trains with one master-weight dtype, as from_pretrained(dtype=...) loads it.
@@ -244,18 +262,91 @@ def prepare(model: nn.Module, setup: TrainSetup) -> nn.Module:
     raise PlanOptionError(f"memory mode {setup.mode!r} is not supported yet")
 
 
-def _inject_lora(model: nn.Module, setup: TrainSetup) -> nn.Module:
-    from peft import LoraConfig, get_peft_model
+def _recompute_under_forward_modes():
+    """``context_fn`` for ``torch.utils.checkpoint``: recompute under the
+    torch-function modes that were active in the forward pass.
 
-    targets = lora_targets(model, setup.lora_rank)
-    if not targets:
-        raise PlanOptionError(f"{type(model).__name__} has no linear or convolution layer for LoRA to adapt")
-    cast_model(model, setup.frozen_dtype)
-    # lora_alpha and dropout do not change memory; peft's defaults (dropout 0: no mask).
-    cfg = LoraConfig(r=setup.lora_rank, target_modules=targets)
+    Autograd does not carry Python torch-function modes into backward, where a
+    non-reentrant checkpoint recomputes its block.  On a device that changes
+    nothing; in the simulator the recomputation would otherwise skip
+    :class:`~neurarch.plan.semantics.CudaKernels` (CUDA's attention and
+    dropout kernels), save other tensors than the forward pass did, and
+    torch's checkpoint refuses that ("A different number of tensors was saved
+    during the original forward and recomputation").
+    """
+    stack = list(torch.overrides._get_current_function_mode_stack())
+
+    @contextlib.contextmanager
+    def recompute() -> Iterator[None]:
+        active = torch.overrides._get_current_function_mode_stack()
+        with contextlib.ExitStack() as modes:
+            for mode in stack:
+                if mode not in active:
+                    modes.enter_context(mode)
+            yield
+
+    return contextlib.nullcontext(), recompute()
+
+
+# What transformers uses by default (use_reentrant=False), with the recompute fix above.
+CHECKPOINT_KWARGS = {"use_reentrant": False, "context_fn": _recompute_under_forward_modes}
+
+
+def enable_checkpointing(model: nn.Module) -> None:
+    """Gradient checkpointing as ``model.gradient_checkpointing_enable()`` turns
+    it on (non-reentrant, every layer the class marks), which the Trainer calls
+    for ``gradient_checkpointing=True``."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise PlanOptionError(f"{type(model).__name__} has no gradient checkpointing switch (transformers models that support it do)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return get_peft_model(model, cfg)
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=dict(CHECKPOINT_KWARGS))
+        elif hasattr(model, "gradient_checkpointing_enable"):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(CHECKPOINT_KWARGS))
+        else:
+            raise PlanOptionError(f"{type(model).__name__} has no gradient checkpointing switch (transformers models that support it do)")
+
+
+def _adapted(model: nn.Module, setup: TrainSetup) -> list[str]:
+    """The modules LoRA adapts: the all-linear rule, or the user's names as peft matches them."""
+    if setup.lora_targets is None or tuple(setup.lora_targets) == ("all-linear",):
+        targets = lora_targets(model, setup.lora_rank)
+        if not targets:
+            raise PlanOptionError(f"{type(model).__name__} has no linear or convolution layer for LoRA to adapt")
+        return targets
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    wanted = [t.strip() for t in setup.lora_targets]
+    cfg = _lora_config(setup, wanted)
+    targets = [name for name, _ in model.named_modules() if name and check_target_module_exists(cfg, name)]
+    if not targets:
+        some = sorted({name.rsplit(".", 1)[-1] for name, mod in model.named_modules() if isinstance(mod, nn.Linear)})[:12]
+        raise PlanOptionError(f"--lora-targets {','.join(wanted)} matches no module of {type(model).__name__} "
+                              f"(its linear layers are named {', '.join(some) or 'nothing'})")
+    return targets
+
+
+def _lora_config(setup: TrainSetup, targets: list[str]):
+    from peft import LoraConfig
+
+    # lora_alpha does not change memory; dropout does (a mask and a dropped copy of the input).
+    return LoraConfig(r=setup.lora_rank, target_modules=targets, lora_dropout=float(setup.lora_dropout))
+
+
+def _get_peft_model(model: nn.Module, setup: TrainSetup, targets: list[str]) -> nn.Module:
+    from peft import get_peft_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # peft's default (autocast_adapter_dtype=True) keeps adapters in fp32 over a bf16/fp16 base.
+        return get_peft_model(model, _lora_config(setup, targets), autocast_adapter_dtype=setup.adapter_dtype != "bf16")
+
+
+def _inject_lora(model: nn.Module, setup: TrainSetup) -> nn.Module:
+    targets = _adapted(model, setup)
+    cast_model(model, setup.frozen_dtype)
+    return _get_peft_model(model, setup, targets)
 
 
 # QLoRA as the paper and the transformers/peft recipe run it: NF4 base weights
@@ -288,14 +379,14 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     inject LoRA; peft picks its own 4-bit LoRA layer.  The weights themselves
     are quantized by :func:`quantize_4bit` (under fake tensors or real ones)."""
     bnb = _bnb()
-    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from peft import prepare_model_for_kbit_training
 
-    targets = lora_targets(model, setup.lora_rank)
+    targets = _adapted(model, setup)
     # transformers quantizes every linear layer but the head and the modules the
-    # class keeps in fp32 (_keep_in_fp32_modules, e.g. T5's "wo"); those stay
-    # unquantized and still get adapters.
+    # class keeps in fp32 (_keep_in_fp32_modules, e.g. T5's "wo"), whichever
+    # layers LoRA adapts; those stay unquantized and may still get adapters.
     keep = _keep_fp32(model)
-    quantize = [n for n in targets if isinstance(model.get_submodule(n), nn.Linear)
+    quantize = [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), nn.Linear)
                 and not any(k in n.split(".") for k in keep)]
     if not quantize:
         raise PlanOptionError(f"{type(model).__name__} has no linear layer for QLoRA to quantize")
@@ -313,8 +404,8 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=setup.grad_checkpointing,
-                                                gradient_checkpointing_kwargs={"use_reentrant": False})
-        return get_peft_model(model, LoraConfig(r=setup.lora_rank, target_modules=targets))
+                                                gradient_checkpointing_kwargs=dict(CHECKPOINT_KWARGS))
+    return _get_peft_model(model, setup, targets)
 
 
 def quantize_4bit(model: nn.Module, seed: int = 0) -> list[torch.Tensor]:
@@ -376,6 +467,10 @@ def make_optimizer(params: list[nn.Parameter], setup: TrainSetup) -> torch.optim
     foreach = setup.device == "cuda"
     if setup.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=LR, foreach=foreach)
+    if setup.optimizer == "adamw-fused":
+        # The Trainer's default (optim="adamw_torch_fused" with torch >= 2.8): one fused
+        # kernel per parameter group, no multi-tensor scratch.
+        return torch.optim.AdamW(params, lr=LR, fused=True)
     if setup.optimizer == "sgd":
         return torch.optim.SGD(params, lr=LR, momentum=SGD_MOMENTUM, foreach=foreach)
     if setup.optimizer == "adafactor":

@@ -170,11 +170,20 @@ def memory_summary(report: Report) -> list[str]:
     a = m.assumptions
     lines = []
     if a is not None:
+        lora = f"LoRA rank {a.lora_rank}" + (f" on {','.join(a.lora_targets)}" if a.lora_targets else "")
+        lora += f", dropout {a.lora_dropout:g}" if a.lora_dropout else ""
+        lora += ", bf16 adapters" if a.adapter_dtype == "bf16" else ""
         lines.append(
-            f"Batch {a.batch}, {a.precision}, optimizer {a.optimizer}, LoRA rank {a.lora_rank}"
+            f"Batch {a.batch}, {a.precision}, optimizer {a.optimizer}, {lora}"
             + (", gradient checkpointing" if a.grad_checkpointing else "")
             + f"; a card fits when peak x {a.headroom:g} <= its memory. {a.method}."
         )
+        if a.attn_implementation:
+            lines.append(f"Attention: {a.attn_implementation} ({a.attn_implementation_how}).")
+        if a.task:
+            lines.append(f"Task: {a.task}, simulated as {a.model_class} (the checkpoint comparison keeps the published head).")
+        if a.optimizer_implementation:
+            lines.append(f"Optimizer: {a.optimizer_implementation}.")
     if m.lora is not None:
         lines.append(f"LoRA trains {m.lora.trainable_parameters:,} parameters.")
     if m.full is not None and m.full.first_step_peak_tensor_bytes != m.full.peak_tensor_bytes:

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import io
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..report import Report
 from ._common import (
-    COST_HEADER,
-    MEMORY_HEADER,
+    MODES,
     checkpoint_sentence,
-    cost_rows,
     cost_summary,
-    fit_header,
-    fit_rows,
+    hours,
     input_line,
-    memory_rows,
     memory_summary,
+    money,
     multi_gpu_lines,
     n,
     pass_line,
@@ -28,9 +27,83 @@ from ._common import (
 )
 
 
+# The default text reads cleanly at 100 columns: numbers in the tables, words below them.
+WIDTH = 100
+_BOX = box.SIMPLE_HEAD
+_SHORT = {"full": "full", "lora": "LoRA", "qlora": "QLoRA", "inference": "inference"}
+
+
+def _gib(x: int | None) -> str:
+    return "—" if x is None else f"{x / 2**30:,.2f}"
+
+
+def _memory_table(con: Console, report: Report) -> None:
+    m = report.memory
+    t = Table(title="Memory: what a CUDA card needs (GiB)", title_justify="left", box=_BOX)
+    for i, h in enumerate(("mode", "card peak", "tensors", "weights", "grads", "optim.", "activ.", "temp.", "overhead")):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    below = []
+    for mode in MODES:
+        x = getattr(m, mode)
+        if x is None:
+            if mode in m.errors:
+                below.append(f"  {_SHORT[mode]}: not simulated: {m.errors[mode]}")
+            continue
+        b = x.breakdown
+        t.add_row(_SHORT[mode], _gib(x.peak_bytes), _gib(x.peak_tensor_bytes), _gib(b.weights), _gib(b.gradients), _gib(b.optimizer),
+                  _gib(b.activations), _gib(b.temporary), _gib(b.overhead))
+        below.append(f"  {_SHORT[mode]} peaks in {x.phase}" + (f" ({x.module})" if x.module else ""))
+    con.print(t)
+    for line in below:
+        con.print(line, markup=False, highlight=False)
+
+
+def _fit_table(con: Console, report: Report) -> None:
+    modes = [mode for mode in MODES if mode in report.cards[0].max_batch]
+    t = Table(title="What fits on which card: the largest batch per mode", title_justify="left", box=_BOX)
+    t.add_column("card", no_wrap=True)
+    t.add_column("memory", justify="right", no_wrap=True)
+    for mode in modes:
+        t.add_column(_SHORT[mode], justify="right", no_wrap=True)
+    nominal = False
+    for f in report.cards:
+        mark = "" if f.memory_basis == "usable" else "*"
+        nominal = nominal or bool(mark)
+        t.add_row(f.name, f"{f.memory_bytes / 2**30:,.1f} GiB{mark}", *(f"{f.max_batch[mode]:,}" for mode in modes))
+    con.print(t)
+    if nominal:
+        con.print("  * nominal memory: no figure of what PyTorch can allocate on this card was found", highlight=False)
+
+
+def _cost_table(con: Console, report: Report) -> None:
+    c = report.cost
+    t = Table(title="What it costs to run", title_justify="left", box=_BOX)
+    for i, h in enumerate(("card", "run", "batch", "step", "time", "cost", "MFU", "bound", "")):
+        t.add_column(h, justify="right" if 2 <= i <= 6 else "left", no_wrap=True)
+    notes: list[str] = []
+    for r in c.cards:
+        run = _SHORT[r.mode] if r.mode in _SHORT else r.mode
+        run += f" x{r.gpus}" if r.gpus > 1 else ""
+        mark = " ".join(m for m, on in (("cheapest", r.cheapest), ("fastest", r.fastest)) if on)
+        ref = ""
+        if r.note:
+            if r.note not in notes:
+                notes.append(r.note)
+            ref = f"[{notes.index(r.note) + 1}]"
+        flag = " ".join(x for x in (ref, mark) if x)
+        if r.step_seconds is None:
+            t.add_row(r.name, run if r.fits is not False else "—", str(r.batch) if r.batch else "—", "—", "—", "—", "—", "—", flag)
+            continue
+        t.add_row(r.name, run, str(r.batch), f"{r.step_seconds * 1000:,.1f} ms", hours(r.run_hours), money(r.usd),
+                  f"{100 * r.mfu:.0f} %" if r.mfu is not None else "—", r.bound or "—", flag)
+    con.print(t)
+    for i, note in enumerate(notes, 1):
+        con.print(f"  [{i}] {note}", markup=False, highlight=False)
+
+
 def render_text(report: Report, *, max_rows: int | None = None, color: bool = False, width: int | None = None) -> str:
     buf = io.StringIO()
-    con = Console(file=buf, force_terminal=color, color_system="auto" if color else None, width=width or 120, soft_wrap=False)
+    con = Console(file=buf, force_terminal=color, color_system="auto" if color else None, width=width or WIDTH, soft_wrap=False)
     m = report.model
     con.print(f"[bold]{m.id}[/bold]  ({m.source}: {m.provenance})")
     built = m.model_class or "?"
@@ -42,12 +115,12 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
     ok = report.forward_pass.ok and (report.backward_pass is None or report.backward_pass.ok)
     con.print(("[green]" if ok else "[red]") + pass_line(report) + ("[/green]" if ok else "[/red]"))
 
-    t = Table(title=f"Layers ({report.structure.layers} rows, {report.structure.modules} modules)", title_justify="left")
-    t.add_column("#", justify="right")
-    t.add_column("name")
-    t.add_column("type")
-    t.add_column("output shape")
-    t.add_column("params", justify="right")
+    t = Table(title=f"Layers ({report.structure.layers} rows, {report.structure.modules} modules)", title_justify="left", box=_BOX)
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column("name", overflow="fold")
+    t.add_column("type", overflow="fold")
+    t.add_column("output shape", no_wrap=True)
+    t.add_column("params", justify="right", no_wrap=True)
     for node in rows(report, max_rows):
         if node is None:
             hidden = report.structure.layers - (max_rows or 0)
@@ -81,36 +154,23 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
     for group in p.tied:
         con.print(f"tied: {' = '.join(group)}")
     if report.memory is not None:
-        mt = Table(title="Memory: what a CUDA card needs", title_justify="left")
-        for i, h in enumerate(MEMORY_HEADER):
-            mt.add_column(h, justify="right" if 1 <= i <= 8 else "left")
-        for r in memory_rows(report):
-            mt.add_row(*r)
-        con.print(mt)
+        _memory_table(con, report)
         for line in memory_summary(report):
-            con.print(line)
+            con.print(line, markup=False, highlight=False)
     if report.cards:
-        ft = Table(title="What fits on which card", title_justify="left")
-        for i, h in enumerate(fit_header(report)):
-            ft.add_column(h, justify="left" if i == 0 else "right")
-        for r in fit_rows(report):
-            ft.add_row(*r)
-        con.print(ft)
+        _fit_table(con, report)
     for line in multi_gpu_lines(report):
-        con.print(line)
+        con.print(line, markup=False, highlight=False)
     if report.cost is not None:
-        ct = Table(title="What it costs to run", title_justify="left")
-        for i, h in enumerate(COST_HEADER):
-            ct.add_column(h, justify="right" if 1 <= i <= 5 else "left")
-        for r in cost_rows(report):
-            ct.add_row(*r)
-        con.print(ct)
+        _cost_table(con, report)
         for line in cost_summary(report):
-            con.print(line)
+            con.print(line, markup=False, highlight=False)
+    for section, error in report.errors.items():
+        con.print(f"[red]section {section} failed:[/red] {escape(error)} (the rest of the report stands)")
     if report.verifier is not None:
         from ..verify.text import section
 
-        con.print(section(report.findings, report.verifier), markup=False, highlight=False)
+        con.print(section(report.findings, report.verifier, width=con.width - 1), markup=False, highlight=False)
     for w in report.warnings:
         con.print(f"[yellow]warning:[/yellow] {w}")
     return buf.getvalue()

@@ -32,7 +32,16 @@ def context_line(v: Verifier) -> str:
     return f"Output: {v.output_kind} ({v.output_kind_reason}); assumed: {mode}."
 
 
-def section(findings: Iterable[Finding], verifier: Optional[Verifier], markdown: bool = False) -> str:
+def _wrap(text: str, indent: str, width: int | None) -> list[str]:
+    if not width:
+        return [indent + text]
+    import textwrap
+
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False) or [indent]
+
+
+def section(findings: Iterable[Finding], verifier: Optional[Verifier], markdown: bool = False, width: int | None = None) -> str:
+    """``width``: wrap plain text at this many columns, each paragraph under its indent."""
     findings = list(findings)
     v = verifier or Verifier()
     lines = [f"## {TITLE}" if markdown else TITLE, ""]
@@ -45,9 +54,9 @@ def section(findings: Iterable[Finding], verifier: Optional[Verifier], markdown:
             lines.append(f"  Fix: {f.fix}")
         else:
             lines.append(f"  {f.severity:<5} {f.rule}{where}")
-            lines.append(f"        {f.message}")
-            lines.append(f"        Fix: {f.fix}")
+            lines += _wrap(f.message, "        ", width)
+            lines += _wrap(f"Fix: {f.fix}", "        ", width)
     for e in v.rule_errors:
-        lines.append(f"{'- ' if markdown else '  '}rule {e.rule} failed on this model ({e.error}); the other rules ran.")
-    lines += ["", counts_line(v) + ".", context_line(v)]
+        lines += _wrap(f"rule {e.rule} failed on this model ({e.error}); the other rules ran.", "- " if markdown else "  ", None if markdown else width)
+    lines += ["", counts_line(v) + ".", *(_wrap(context_line(v), "", None if markdown else width))]
     return "\n".join(lines)
