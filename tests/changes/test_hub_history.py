@@ -143,3 +143,12 @@ def test_history_rewrite_on_the_hub_marks_vanished(online, tmp_path):
     assert not any(c.fixed for c in h.changes if not c.vanished)  # the revert that closed c2 vanished with it
     assert any(n.commit == new and n.message.startswith("config.json: not valid JSON") for n in h.notes)
     assert Path(tmp_path / "store.db").is_file()
+
+
+def test_offline_is_one_line(online, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ChangesError, match="HF_HUB_OFFLINE is set"):
+        readers.HubReader(REPO).revisions()
+    assert online.requests == []

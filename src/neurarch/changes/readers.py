@@ -74,7 +74,7 @@ class GitReader:
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser().resolve()
-        self.repo = str(path)
+        self.repo = str(self.path)  # one name for the clone however it was spelt (the store keys on it)
         if not self.path.is_dir():
             raise ChangesError(str(path), "not a folder")
         try:
@@ -82,6 +82,7 @@ class GitReader:
         except ChangesError:
             raise ChangesError(str(path), "not a git clone (run `git clone` of the model repo, or name a hub id)") from None
         self.top = Path(top)
+        self.repo = str(self.top)
         try:
             self.git_dir = Path(self._git("rev-parse", "--absolute-git-dir").strip())
         except ChangesError:
@@ -256,6 +257,10 @@ class HubReader:
         """The commit list, newest first, following the hub's pages (each page once, no retries)."""
         from urllib.parse import quote
 
+        from huggingface_hub import constants
+
+        if constants.HF_HUB_OFFLINE:
+            raise ChangesError(self.repo, "HF_HUB_OFFLINE is set, and a repo's history is read from the Hub (a local git clone of it works offline)")
         url = f"{self.endpoint}/api/models/{self.repo}/commits/{quote(self.revision, safe='')}"
         revs: list[Revision] = []
         notes: list[RevisionNote] = []

@@ -7,9 +7,6 @@ import json
 from . import osv
 from .types import Change, History
 
-IMPACT_WORD = {"graph": "changes the model", "numerics": "same layers, computes differently", "cosmetic": "cosmetic", "unknown": "could not build"}
-
-
 def _short(sha: str | None) -> str:
     return sha[:12] if sha else "-"
 
@@ -54,8 +51,7 @@ def text(h: History) -> str:
         out.append("")
         out.append(f"{r.date.strftime('%Y-%m-%d %H:%M')}Z  {_short(r.commit)}  {r.title}")
         for c in changes.get(r.commit, []):
-            tag = f" [{IMPACT_WORD.get(c.impact, c.impact)}]" if c.impact else ""
-            out.append(f"  {c.kind:<17} {c.summary}{tag}{_links(c)}")
+            out.append(f"  {c.kind:<17} {c.summary}{_links(c)}")  # the summary says the impact
             for d in c.details:
                 out.append(f"      - {d.replace('`', '')}")
             for f in c.findings:
@@ -87,8 +83,7 @@ def markdown(h: History) -> str:
     if h.changes:
         out += ["", "| Date | Commit | Kind | What changed |", "|---|---|---|---|"]
         for c in h.changes:
-            tag = f" *({IMPACT_WORD.get(c.impact, c.impact)})*" if c.impact else ""
-            out.append(f"| {c.date.date().isoformat()} | `{_short(c.commit)}` | {osv.KIND_TITLE[c.kind]} | {c.summary.replace('|', '/')}{tag}{_links(c)} |")
+            out.append(f"| {c.date.date().isoformat()} | `{_short(c.commit)}` | {osv.KIND_TITLE[c.kind]} | {c.summary.replace('|', '/')}{_links(c)} |")
     notes: dict[str, list[str]] = {}
     for n in h.notes:
         if n.commit:
