@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import limits
 from ..errors import ConfigError, RemoteCodeError, SourceNotFoundError
+from ..limits import show
 from .base import CheckpointInfo, ModelSource
 
 __all__ = ["resolve", "ModelSource", "CheckpointInfo", "check_remote_code", "native_build"]
@@ -41,41 +42,47 @@ def native_build(config: dict) -> str | None:
     ``auto_map`` names is one of transformers' own for that model type (a repo
     whose auto_map names classes transformers lacks has a model of its own).
     """
+    return _native(config)[0]
+
+
+def _native(config: dict) -> tuple[str | None, str]:
+    """(the native class name or None, why not)."""
     model_type = config.get("model_type")
     archs = config.get("architectures")
-    if not isinstance(model_type, str) or not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
-        return None
     import transformers
     from torch import nn
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    if model_type not in CONFIG_MAPPING:
-        return None
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        return None, f"its config has an auto_map and transformers has no model_type {show(model_type)}"
     config_class = CONFIG_MAPPING[model_type]
 
     def ours(name: object, want_config: bool) -> bool:
         if not isinstance(name, str) or not name.isidentifier():
             return False
-        cls = getattr(transformers, name, None)
+        try:
+            cls = getattr(transformers, name, None)
+        except Exception:  # noqa: BLE001 - transformers' lazy module may fail to import an optional class
+            return False
         if not isinstance(cls, type):
             return False
         if want_config:
             return cls is config_class
         return issubclass(cls, nn.Module) and isinstance(getattr(cls, "config_class", None), type) and issubclass(config_class, cls.config_class)
 
-    if not ours(archs[0], want_config=False):
-        return None
+    if not isinstance(archs, list) or not archs or not ours(archs[0], want_config=False):
+        return None, f"its config has an auto_map and architectures[0] is not a transformers {model_type} class"
     auto_map = config.get("auto_map")
     if auto_map is not None:
         if not isinstance(auto_map, dict):
-            return None
+            return None, "its config has an auto_map that is not an object"
         for key, target in auto_map.items():
             if not isinstance(key, str) or key.startswith(_NOT_MODEL_CODE):
                 continue
             name = target.rsplit(".", 1)[-1] if isinstance(target, str) else None
             if not ours(name, want_config=key == "AutoConfig"):
-                return None
-    return archs[0]
+                return None, f"its config's auto_map names {show(target)} for {show(key)}, which transformers does not have"
+    return archs[0], ""
 
 
 def check_architecture(config: dict, model_id: str) -> None:
@@ -118,14 +125,14 @@ def check_remote_code(config: dict, model_id: str, trust_remote_code: bool) -> l
         if config.get("trust_remote_code") and not trust_remote_code:
             raise RemoteCodeError(model_id, "its config sets trust_remote_code")
         return []
-    native = native_build(config)
+    native, why = _native(config)
     if native is not None:
         return [
             f"the repo's own code (auto_map) was not used: transformers' native {config['model_type']} "
             f"implementation was built ({native})"
         ]
     if not trust_remote_code:
-        raise RemoteCodeError(model_id, "its config has an auto_map naming classes transformers does not have")
+        raise RemoteCodeError(model_id, why)
     return []
 
 
