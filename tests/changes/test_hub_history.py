@@ -152,3 +152,17 @@ def test_offline_is_one_line(online, monkeypatch):
     with pytest.raises(ChangesError, match="HF_HUB_OFFLINE is set"):
         readers.HubReader(REPO).revisions()
     assert online.requests == []
+
+
+def test_diff_of_two_hub_revisions(online):
+    from neurarch import Options
+    from neurarch.changes import plandiff
+
+    shas = online.shas
+    d = plandiff.diff(f"{REPO}@{shas[0]}", f"{REPO}@{shas[1]}", Options(verify=False, offline=False))
+    assert (d.a.parameters, d.b.parameters) == (202_048, 551_808)  # hand figures in test_git_history.py
+    # both commits hold the same (small) checkpoint: its header count is read at each revision
+    assert d.a.checkpoint == d.b.checkpoint == 202_048
+    md = plandiff.markdown(d)
+    assert "| Published checkpoint (scalars) | 202,048 | 202,048 | same |" in md
+    assert [(k.key, k.before, k.after) for k in d.keys] == [("hidden_size", 64, 128), ("num_hidden_layers", 2, 3)]
