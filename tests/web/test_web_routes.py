@@ -377,3 +377,14 @@ def test_unknown_route_and_html_errors(web_client):
     page = web_client.get("/models/..%2Fx", headers={"accept": "text/html"})
     assert page.status_code == 400 and page.headers["content-type"].startswith("text/html")
     assert "Traceback" not in page.text and "never holds" in page.text
+
+
+def test_the_options_form_round_trips():
+    """Submitting a page's options form unchanged asks for the same report (same cache key)."""
+    from neurarch.web import options as O
+    from neurarch.web.pages import form_fields
+
+    values = O.normalize({"modes": ["full", "lora"], "batch": 4, "disable": ["eager-attention"]})
+    items = [(f["name"], f["value"]) for f in form_fields(values)]
+    assert O.normalize(O.from_query(items)) == values
+    assert O.normalize(O.from_query([(f["name"], f["value"]) for f in form_fields({})])) == O.normalize({})

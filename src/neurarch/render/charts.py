@@ -57,7 +57,7 @@ def memory_modes(report: Report) -> list[tuple[str, object]]:
     return [(m, getattr(mem, m, None)) for m in MODES if getattr(mem, m, None) is not None]
 
 
-def memory_chart(mode: str, mm, scale_bytes: int, width: int = 640) -> str:
+def memory_chart(mode: str, mm, scale_bytes: int, width: int = 420) -> str:
     """One mode's peak as a stacked bar of its breakdown, ``scale_bytes`` wide."""
     bd = mm.breakdown
     parts = [(r, int(getattr(bd, r, 0) or 0)) for r in ROLES]
@@ -76,16 +76,16 @@ def memory_chart(mode: str, mm, scale_bytes: int, width: int = 640) -> str:
             f"<title>{escape(role)}: {escape(gib(v))} ({100 * v / total:.1f} %)</title></rect>"
         )
         x += w
-    # The figures as text, two columns of three, so the chart reads without hovering.
+    # The figures as text, three rows of two, so the chart reads without hovering.
     for i, (role, v) in enumerate(parts):
-        col, row = i % 3, i // 3
-        tx, ty = left + col * (bar_w / 3), 64 + row * 18
+        col, row = i % 2, i // 2
+        tx, ty = left + col * (bar_w / 2), 64 + row * 18
         body.append(f'<rect x="{tx:.1f}" y="{ty - 10}" width="10" height="10" fill="{ROLE_COLORS[role]}"/>')
         body.append(f'<text x="{tx + 14:.1f}" y="{ty}">{escape(role)} {escape(gib(v))}</text>')
-    return _svg(width, 64 + 2 * 18, label, body, f"memory-chart memory-{mode}")
+    return _svg(width, 64 + 3 * 18, label, body, f"memory-chart memory-{mode}")
 
 
-def memory_charts(report: Report, width: int = 640) -> list[tuple[str, str]]:
+def memory_charts(report: Report, width: int = 420) -> list[tuple[str, str]]:
     """``[(mode, svg)]``: one breakdown chart per simulated mode, on one scale."""
     modes = memory_modes(report)
     if not modes:
@@ -94,14 +94,14 @@ def memory_charts(report: Report, width: int = 640) -> list[tuple[str, str]]:
     return [(m, memory_chart(m, mm, scale, width)) for m, mm in modes]
 
 
-def batch_chart(report: Report, width: int = 640) -> str:
+def batch_chart(report: Report, width: int = 440) -> str:
     """Largest batch per card and mode (bars on a log2 scale); "" without card fits."""
     cards = [c for c in report.cards if c.max_batch]
     if not cards:
         return ""
     modes = [m for m in MODES if any(m in c.max_batch for c in cards)]
     top = max((b for c in cards for b in c.max_batch.values()), default=1)
-    name_w, right = 150, 60
+    name_w, right = 112, 70
     bar_area = width - name_w - right
     row_h, bar_h = 6 + 13 * len(modes), 11
     legend_h = 22
@@ -114,9 +114,9 @@ def batch_chart(report: Report, width: int = 640) -> str:
     label = "Largest batch that fits on each card, per mode"
     body = []
     for i, m in enumerate(modes):
-        lx = name_w + i * 120
-        body.append(f'<rect x="{lx}" y="6" width="10" height="10" fill="{MODE_COLORS[m]}"/>')
-        body.append(f'<text x="{lx + 14}" y="15">{escape(MODE_LABELS[m])}</text>')
+        lx = 8 + i * (width - 16) / max(len(modes), 1)
+        body.append(f'<rect x="{lx:.1f}" y="6" width="10" height="10" fill="{MODE_COLORS[m]}"/>')
+        body.append(f'<text x="{lx + 14:.1f}" y="15">{escape(MODE_LABELS[m])}</text>')
     for r, card in enumerate(cards):
         y0 = legend_h + r * row_h
         mid = y0 + row_h / 2

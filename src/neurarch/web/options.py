@@ -174,6 +174,13 @@ def from_query(items: list[tuple[str, str]]) -> dict:
         f = by_name.get(key)
         if f is None:
             raise InputError(f"unknown option {key!r}; the options are: {', '.join(by_name)}")
+        if raw.strip() == "" and f.kind in ("list[str]", "list[int]", "dict"):
+            # an empty form field: unset (optional) or empty
+            if f.optional:
+                out.setdefault(key, None)
+            else:
+                out.setdefault(key, {} if f.kind == "dict" else [])
+            continue
         if f.kind in ("list[str]", "list[int]"):
             parts = [p.strip() for p in raw.split(",") if p.strip()]
             if f.kind == "list[int]":
@@ -181,12 +188,15 @@ def from_query(items: list[tuple[str, str]]) -> dict:
                     parts = [int(p) for p in parts]
                 except ValueError:
                     raise _field_error(key, f"{key} must be integers separated by commas, got {raw!r}") from None
-            out.setdefault(key, []).extend(parts)
+            if out.get(key) is None:
+                out[key] = []
+            out[key].extend(parts)
         elif f.kind == "dict":
-            k, sep, v = raw.partition("=")
-            if not sep or not k.strip():
-                raise _field_error(key, f"{key} must look like NAME=VALUE, got {raw!r}")
-            out.setdefault(key, {})[k.strip()] = v.strip()
+            for item in (x for x in raw.split(",") if x.strip()):
+                k, sep, v = item.partition("=")
+                if not sep or not k.strip():
+                    raise _field_error(key, f"{key} must look like NAME=VALUE, got {item!r}")
+                out.setdefault(key, {})[k.strip()] = v.strip()
         elif f.kind == "bool":
             low = raw.strip().lower()
             if low not in ("true", "false", "1", "0", "yes", "no", "on", "off", ""):

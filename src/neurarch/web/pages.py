@@ -55,7 +55,7 @@ def summary_sentence(report: Report) -> str:
         if mm is None:
             continue
         fit = smallest_fit(report, mode)
-        where = f"fits one {fit[0].name} {fit[0].memory_bytes / 2**30:.0f} GiB" if fit else "fits no single card"
+        where = f"fits one {fit[0].name} of {fit[0].memory_bytes / 2**30:.1f} GiB" if fit else "fits no single card"
         label = {"full": "for a full fine-tune", "lora": "with LoRA", "qlora": "with QLoRA"}[mode]
         parts.append(f"{C.gib(mm.peak_bytes)} {label} ({where})")
     out = ""
