@@ -125,6 +125,9 @@ def side_of(spec: str, report, config: dict) -> Side:
     cost = getattr(report, "cost", None)
     if cost is not None and getattr(cost, "headline", None) is not None:
         s.cost_card, s.cost_usd, s.cost_hours = cost.headline.card, cost.headline.usd, cost.headline.run_hours
+        for card in getattr(cost, "cards", []) or []:
+            if getattr(card, "name", None) == getattr(cost, "cheapest", None) and card.usd is not None:
+                s.cheapest_card, s.cheapest_usd, s.cheapest_hours = card.name, card.usd, card.run_hours
     return s
 
 
@@ -225,6 +228,13 @@ def rows(d: PlanDiff) -> list[tuple[str, str, str, str]]:
     if a.cost_usd is not None or b.cost_usd is not None:
         out.append((f"Run cost on {a.cost_card or b.cost_card}", _usd(a.cost_usd, a.cost_hours), _usd(b.cost_usd, b.cost_hours),
                     "" if a.cost_usd is None or b.cost_usd is None else ("same" if a.cost_usd == b.cost_usd else f"{'+' if b.cost_usd > a.cost_usd else '−'}{_money(abs(b.cost_usd - a.cost_usd))}")))
+    if a.cheapest_card or b.cheapest_card:
+        def cheap(s: Side) -> str:
+            return f"{_usd(s.cheapest_usd, s.cheapest_hours)} on {s.cheapest_card}" if s.cheapest_card else "—"
+
+        out.append(("Cheapest run", cheap(a), cheap(b),
+                    "" if a.cheapest_usd is None or b.cheapest_usd is None or a.cheapest_card != b.cheapest_card
+                    else ("same" if a.cheapest_usd == b.cheapest_usd else f"{'+' if b.cheapest_usd > a.cheapest_usd else '−'}{_money(abs(b.cheapest_usd - a.cheapest_usd))}")))
     return out
 
 

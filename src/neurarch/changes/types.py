@@ -96,6 +96,9 @@ class Side(_Model):
     cost_card: Optional[str] = None
     cost_usd: Optional[float] = None
     cost_hours: Optional[float] = None
+    cheapest_card: Optional[str] = Field(None, description="The card of the cheapest priced run.")
+    cheapest_usd: Optional[float] = None
+    cheapest_hours: Optional[float] = None
     config: dict = Field(default_factory=dict, description="The config the side was built from.")
 
 
