@@ -108,6 +108,9 @@ def test_the_fuzz_run_saw_both_outcomes():
         (b'{"model_type": "vit", "architectures": ["PreTrainedModel"]}', "abstract base"),
         (b'{"model_type": "llama", "architectures": ["Conv1D"]}', "layer class"),
         (b'{"model_type": "llama", "bos_token_id": 1.5}', "bos_token_id"),
+        # fuzz case 3127: a 400-digit d_model (d_model is no "*_size" name) overflowed float() in the parameter estimate
+        (b'{"model_type": "bart", "d_model": 1' + b"0" * 400 + b"}", "d_model"),
+        (b'{"model_type": "gpt2", "n_positions": 1' + b"0" * 400 + b"}", "n_positions"),
     ],
 )
 def test_known_hard_cases_are_one_clean_line(tmp_path, text, needle):

@@ -27,6 +27,7 @@ MAX_BATCH = 1 << 20
 MAX_SEQ_LEN = 1 << 22  # 4 M tokens
 MAX_IMAGE = 1 << 14  # 16,384 px per side
 MAX_INPUT_ELEMENTS = 1 << 34  # elements in one input tensor
+MAX_POSITIONS = 1 << 40  # advertised context (10M-token configs exist); learned position tables still meet MAX_PARAMETERS
 MAX_NESTING = 32  # dicts/lists inside each other; real configs nest 3-4 deep
 MAX_NAME = 256  # characters in a model_type or an architecture name
 
@@ -58,6 +59,9 @@ STRUCTURAL = frozenset(
         "num_local_experts",
     }
 )
+_LAYER_FIELDS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+                 "num_encoder_layers", "num_decoder_layers", "depth", "depths"}
+_POSITION_FIELDS = {"max_position_embeddings", "n_positions", "n_ctx"}  # advertised context: not work by itself
 _ZERO_MEANS_DERIVE = {"head_dim"}  # head_dim 0 (GLM-5 defaults): "hidden_size / heads"
 _FLOAT_OK = {"max_position_embeddings"}  # 1200.0 in a transformers default (MusicFlamingo)
 _SKIP = {"id2label", "label2id", "task_specific_params"}  # user labels and pipeline settings, not sizes
@@ -125,6 +129,9 @@ def _check_structural(path: str, value: Any, where: str) -> None:
             bad("must be an integer, not a float")
     if value < 0 or (value == 0 and field not in _ZERO_MEANS_DERIVE):
         bad("must be a positive size" if value < 0 else "must be a positive size (0 would build a model without it)")
+    upper = MAX_LAYERS if field in _LAYER_FIELDS else MAX_POSITIONS if field in _POSITION_FIELDS else MAX_DIM
+    if value > upper:
+        bad(f"is beyond neurarch's {'layer' if upper == MAX_LAYERS else 'size'} limit of {upper:,}")
 
 
 def check_names(cfg: dict, where: str) -> None:
@@ -224,11 +231,17 @@ def estimate_parameters(cfg: dict) -> tuple[int, list[str]]:
     return total, used
 
 
+def _sci(n: int) -> str:
+    """``n`` as ``4.4e+16``, for any size of int (float() overflows past 1e308)."""
+    digits = len(str(n)) - 1
+    return f"{n / 10**digits:.1f}e+{digits:02d}" if digits < 300 else f"1e+{digits}"
+
+
 def check_parameters(cfg: dict, where: str) -> None:
     n, fields = estimate_parameters(cfg)
     if n > 4 * MAX_PARAMETERS:
         raise LimitError(
-            f"{where}: fields {', '.join(dict.fromkeys(fields))} ask for about {n:.2g} parameters, beyond neurarch's "
+            f"{where}: fields {', '.join(dict.fromkeys(fields))} ask for about {_sci(n)} parameters, beyond neurarch's "
             f"limit of {MAX_PARAMETERS:.0e}",
             path=where,
             field=fields[0] if fields else None,
