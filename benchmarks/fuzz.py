@@ -428,7 +428,18 @@ def done_cases(path: Path) -> dict[int, dict]:
     return out
 
 
+def _code_version() -> str:
+    """The git commit the cases ran on (``+dirty`` with uncommitted changes under src/)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
 def run(cases: int, results: Path, seed: int, timeout: float, memory: int, verbose: bool, budget_s: float | None) -> None:
+    version = _code_version()
     done = done_cases(results)
     todo = [i for i in range(cases) if i not in done]
     print(f"{len(done)} cases already in {results}; {len(todo)} to run", file=sys.stderr)
@@ -453,6 +464,8 @@ def run(cases: int, results: Path, seed: int, timeout: float, memory: int, verbo
                     base_id, what, _ = make_case(i, configs, seed)
                     row = {"case": i, "base": base_id, "mutation": what, "outcome": why,
                            "message": f"worker killed ({why}) after {time.monotonic() - t0:.1f} s", "seconds": round(time.monotonic() - t0, 3)}
+                row["code"] = version
+                row["seed"] = seed
                 f.write(json.dumps(row) + "\n")
                 f.flush()
                 if verbose or row["outcome"] not in ("report", "error"):
@@ -474,6 +487,8 @@ def summary(results: Path) -> dict:
         "mutations": dict(sorted(kinds.items())),
         "error_kinds": dict(errors.most_common(25)),
         "seconds": round(sum(r["seconds"] for r in rows), 1),
+        "code": dict(Counter(r.get("code", "unknown") for r in rows)),
+        "seed": sorted({r.get("seed", SEED) for r in rows}),
         "failures": [r for r in rows if r["outcome"] not in ("report", "error", "timeout")][:50],
         "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()})",
     }
