@@ -229,3 +229,36 @@ def test_special_tokens_in_tokenizer_config_and_eos_change(tmp_path):
     (ch,) = track.track(readers.GitReader(repo.path)).changes
     assert ch.commit == sha and ch.kind == "tokenizer" and ch.file == "tokenizer_config.json"
     assert ch.details == ["`added_tokens_decoder`: 1 token(s) added: `<|eot|>` (id 999, special)", '`eos_token`: "</s>" -> "<|eot|>"']
+
+
+def test_template_moved_to_its_own_file_and_resharded_weights(tmp_path):
+    import json as _json
+
+    repo = GitRepo(tmp_path / "mv")
+    tensors = llama_tensors(BASE_CONFIG)
+    names = sorted(tensors)
+    half = len(names) // 2
+    shards = {"model-00001-of-00002.safetensors": save({k: tensors[k] for k in names[:half]}),
+              "model-00002-of-00002.safetensors": save({k: tensors[k] for k in names[half:]})}  # fmt: skip
+    index = {"metadata": {}, "weight_map": {k: ("model-00001-of-00002.safetensors" if i < half else "model-00002-of-00002.safetensors") for i, k in enumerate(names)}}
+    no_template = {k: v for k, v in tokenizer_config(TEMPLATE_1).items() if k != "chat_template"}
+    repo.commit({"config.json": js(BASE_CONFIG), "tokenizer_config.json": js(tokenizer_config(TEMPLATE_1)),
+                 "model.safetensors": save(tensors)}, "v1", "2026-01-01T00:00:00+00:00")  # fmt: skip
+    moved = repo.commit({"tokenizer_config.json": js(no_template), "chat_template.jinja": TEMPLATE_1.encode()}, "template file", "2026-01-02T00:00:00+00:00")
+    resharded = repo.commit({"model.safetensors": None, "model.safetensors.index.json": _json.dumps(index).encode(), **shards}, "shards", "2026-01-03T00:00:00+00:00")
+    h = track.track(readers.GitReader(repo.path))
+    assert moved not in {c.commit for c in h.changes}  # same template text, now in its own file: nothing changed for users
+    (ch,) = h.changes
+    assert ch.commit == resharded and ch.kind == "weights"
+    assert ch.summary == f"weights re-saved: same 21 tensors, shapes and dtypes; checkpoint {SMALL:,} -> {SMALL:,} scalars"
+    assert "sharding changed: model.safetensors -> model-00001-of-00002.safetensors, model-00002-of-00002.safetensors" in ch.details
+
+
+def test_preprocessor_change(tmp_path):
+    repo = GitRepo(tmp_path / "pp")
+    repo.commit({"config.json": js(BASE_CONFIG), "preprocessor_config.json": js({"size": {"height": 224, "width": 224}, "do_resize": True})},
+                "v1", "2026-01-01T00:00:00+00:00")
+    repo.commit({"preprocessor_config.json": js({"size": {"height": 384, "width": 384}, "do_resize": True})}, "v2", "2026-01-02T00:00:00+00:00")
+    (ch,) = track.track(readers.GitReader(repo.path)).changes
+    assert ch.kind == "preprocessor" and ch.summary == "preprocessor config: size"
+    assert ch.details == ['`size`: {"height": 224, "width": 224} -> {"height": 384, "width": 384}']
