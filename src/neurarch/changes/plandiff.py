@@ -17,10 +17,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import NeurarchError
 from . import compare
 from .errors import ChangesError, RevisionError
-from .types import CardFlip, KeyChange, PlanDiff, Side
+from .types import CardFlip, PlanDiff, Side
 
 MODES = ("full", "lora", "qlora", "inference")
 MODE_TITLE = {"full": "full fine-tuning", "lora": "LoRA", "qlora": "QLoRA", "inference": "inference"}
@@ -306,4 +305,4 @@ def render(d: PlanDiff, fmt: str) -> str:
     return markdown(d) if fmt == "markdown" else text(d)
 
 
-__all__ = ["PlanDiff", "Side", "CardFlip", "diff", "render", "markdown", "text", "NeurarchError"]
+__all__ = ["PlanDiff", "Side", "CardFlip", "diff", "diff_configs", "flips", "render", "markdown", "text"]
