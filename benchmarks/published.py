@@ -43,14 +43,15 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from neurarch.plan.overhead import CUBLAS_WORKSPACE_OTHER
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent / "published"
@@ -60,9 +61,8 @@ DOC = ROOT / "docs" / "published.md"
 
 MiB = 2**20
 
-# cuBLAS workspaces per handle (aten/src/ATen/cuda/CublasHandlePool.cpp, the same
-# constants neurarch.plan.overhead uses): ":4096:2:16:8" before Hopper, 32 MiB on Hopper+.
-from neurarch.plan.overhead import CUBLAS_WORKSPACE_HOPPER, CUBLAS_WORKSPACE_OTHER  # noqa: E402
+# cuBLAS workspace per handle before Hopper (aten/src/ATen/cuda/CublasHandlePool.cpp, ":4096:2:16:8"),
+# the constant neurarch.plan.overhead uses.
 
 
 # --------------------------------------------------------------------------
@@ -175,9 +175,9 @@ class Row:
     unclear: tuple = ()  # setup facts the source leaves open, and what we assumed
 
 
-BERT = dict(config="bert-large-uncased", seq=512, attention="eager", task="seq-cls", num_labels=2, zero_grad_to_none=False,
-            optimizer_as_run="adamw_hf (transformers.AdamW, per-parameter loop)")
-HF_ADAMW = dict(optimizer="adamw-fused")  # a loop over parameters keeps no multi-tensor scratch: fused is the nearest
+BERT = {"config": "bert-large-uncased", "seq": 512, "attention": "eager", "task": "seq-cls", "num_labels": 2,
+        "zero_grad_to_none": False, "optimizer_as_run": "adamw_hf (transformers.AdamW, per-parameter loop)"}
+HF_ADAMW = {"optimizer": "adamw-fused"}  # a loop over parameters keeps no multi-tensor scratch: fused is the nearest
 
 ROWS: list[Row] = [
     Row("bert-vanilla", "hf-single-gpu", "Vanilla Training: per_device_train_batch_size=4", 14949, "GPU memory occupied: 14949 MB.",
@@ -207,12 +207,13 @@ ROWS: list[Row] = [
               mode="full", batch=1, grad_accumulation=4, grad_checkpointing=True, precision="fp16-mixed")),
 ]
 
-PEFT_T5 = dict(batch=8, precision="fp32", attention="eager", task="seq2seq-lm", decoder_seq=3, zero_grad_to_none=False,
-               optimizer="adamw-fused", optimizer_as_run="torch.optim.AdamW (torch 1.13: single-tensor loop)")
-PEFT_LORA = dict(mode="lora", lora_rank=8, lora_alpha=32, lora_dropout=0.1)
+PEFT_T5 = {"batch": 8, "precision": "fp32", "attention": "eager", "task": "seq2seq-lm", "decoder_seq": 3,
+           "zero_grad_to_none": False, "optimizer": "adamw-fused",
+           "optimizer_as_run": "torch.optim.AdamW (torch 1.13: single-tensor loop)"}
+PEFT_LORA = {"mode": "lora", "lora_rank": 8, "lora_alpha": 32, "lora_dropout": 0.1}
 TWEET_SEQ = 64  # not stated: see unclear
-TWEET_UNCLEAR = ("encoder length: the longest tweet of each batch of 8 (dynamic padding); not stated. We use 64 tokens, "
-                 "the cap the same README's bloomz script puts on prompt + tweet + label",
+TWEET_UNCLEAR = (("encoder length: the longest tweet of each batch of 8 (dynamic padding); not stated. We use 64 tokens, "
+                  "the cap the same README's bloomz script puts on prompt + tweet + label"),
                  "decoder length: labels padded to the longest class label, 3 tokens",
                  "GB read as 1000 MiB (the scripts print MiB)")
 A100_80GB = 80 * 1024**3
@@ -245,7 +246,7 @@ ROWS += [
 # --------------------------------------------------------------------------
 
 def cli_help() -> str:
-    out = subprocess.run([sys.executable, "-m", "neurarch.cli", "--help"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "neurarch.cli", "--help"], capture_output=True, text=True, timeout=120, check=False)
     return out.stdout + out.stderr
 
 
@@ -310,9 +311,13 @@ def not_expressible(row: Row) -> list[str]:
 
 
 def git_commit() -> str:
+    """The commit the package ran from, with "+uncommitted" when src/ differs from it."""
     try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=30).stdout.strip() or "unknown"
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=30, check=False).stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"], capture_output=True, text=True,
+                               timeout=30, check=False).stdout.strip()
+        return head + ("+uncommitted" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -321,7 +326,7 @@ def run_row(row: Row, args: list[str], timeout_s: int) -> dict:
     t0 = time.time()
     cmd = [sys.executable, "-m", "neurarch.cli", *args]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT, check=False)
     except subprocess.TimeoutExpired:
         return {"error": f"no result within {timeout_s} s", "seconds": round(time.time() - t0, 1)}
     seconds = round(time.time() - t0, 1)
@@ -425,6 +430,14 @@ def ours(row: Row, est: dict) -> int:
     return rounded + 2 * src.workspace + src.context_bytes
 
 
+def kept_grads_bound(row: Row, est: dict) -> int | None:
+    """At most how much the peak grows when gradients are kept (zeroed, not freed) between steps: every
+    trainable parameter's gradient alive all step long (fp32: 4 bytes each, also under AMP's fp32 weights)."""
+    if row.setup.zero_grad_to_none:
+        return None
+    return ours(row, est) + 4 * est["trainable_parameters"]
+
+
 def quoted_bytes(row: Row) -> int | None:
     if row.quoted is None:
         return None
@@ -471,6 +484,7 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
     lines: list[str] = []
     add = lines.append
     env = results.get("_env", {})
+    commits = {v.get("commit") for k, v in results.items() if not k.startswith("_") and v.get("commit")}
     add("# Published GPU measurements beside neurarch's")
     add("")
     add("Public pages that report the GPU memory of a training run, reproduced with neurarch's memory simulator "
@@ -482,8 +496,9 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
         "(docs/accuracy.md) measures real CPU steps.")
     add("")
     add(f"Regenerate: `nice -n 10 python benchmarks/published.py` (estimates cached in `benchmarks/published/estimates.json`; "
-        f"`--recompute` runs everything again, `--doc-only` only rewrites this page). Figures below: neurarch commit "
-        f"{env.get('commit', '?')}, {env.get('python', '')}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}.")
+        f"`--recompute` runs everything again, `--doc-only` only rewrites this page). Last run: neurarch "
+        f"{env.get('commit', '?')} ({', '.join(sorted(commits)) or '?'} for the rows below; each row's commit is in the cache), "
+        f"{env.get('python', '')}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}, {env.get('date', '')}.")
     add("")
     add("How our figure is matched to the source's:")
     add("")
@@ -506,28 +521,31 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
         add("")
         add(f"Setup: {src.setup}")
         add("")
-        add("| row | the source's run | quoted | quoted (bytes) | ours | error | neurarch ran it as the source did? |")
-        add("|---|---|---|---:|---:|---:|---|")
+        add("| row | the source's run | quoted | quoted (bytes) | ours | error | ours if gradients are kept (at most) | every option the row needs exists in this neurarch? |")
+        add("|---|---|---|---:|---:|---:|---:|---|")
         for r in rows:
             est = results.get(r.id, {}).get("estimate")
             missing = results.get(r.id, {}).get("missing", [])
             if est is None:
                 q = quoted_bytes(r)
-                add(f"| {r.id} | {r.label} | {r.quoted_text} | {'—' if q is None else f'{q:,}'} | not run | — | — |")
+                add(f"| {r.id} | {r.label} | {r.quoted_text} | {'—' if q is None else f'{q:,}'} | not run | — | — | — |")
                 continue
             if "error" in est:
-                add(f"| {r.id} | {r.label} | {r.quoted_text} | — | failed: {est['error'][:160]} | — | — |")
+                add(f"| {r.id} | {r.label} | {r.quoted_text} | — | failed: {est['error'][:160]} | — | — | — |")
                 continue
             our = ours(r, est)
             how = "yes" if not missing else "no: " + "; ".join(m.split(" (")[0] for m in missing) + " missing"
             if r.quoted is None:
                 verdict = (f"OOM agrees (ours {our / 2**30:,.1f} GiB > {r.oom_on_bytes / 2**30:.0f} GiB)" if our > r.oom_on_bytes
                            else f"ours {our / 2**30:,.1f} GiB fits {r.oom_on_bytes / 2**30:.0f} GiB: disagrees")
-                add(f"| {r.id} | {r.label} | {r.quoted_text} | — | {fmt_gb(our)} | {verdict} | {how} |")
+                add(f"| {r.id} | {r.label} | {r.quoted_text} | — | {fmt_gb(our)} | {verdict} | — | {how} |")
                 continue
             err = error(r, est)
             comparable.append((r, err, not missing))
-            add(f"| {r.id} | {r.label} | {r.quoted_text} | {quoted_bytes(r):,} | {our:,} | {fmt_pct(err)} | {how} |")
+            bound = kept_grads_bound(r, est)
+            q = quoted_bytes(r)
+            bound_text = "—" if bound is None else f"{bound:,} ({fmt_pct((bound - q) / q)})"
+            add(f"| {r.id} | {r.label} | {r.quoted_text} | {q:,} | {our:,} | {fmt_pct(err)} | {bound_text} | {how} |")
         add("")
         add("Each row's full setup, as data (what neurarch was asked, what it could not be asked, and where the source is unclear):")
         add("")
@@ -551,6 +569,28 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
                     f"trained); simulated in {est['seconds']:.0f} s.")
         add("")
 
+    what = results.get("_what_ifs", {})
+    if what:
+        add("## What-ifs: setup parts the CLI cannot express yet")
+        add("")
+        add("The same rows simulated through neurarch's library (`build_from_config`, `plan_inputs`, `plan.memory.estimate`) "
+            "with one setup part changed to what the source ran. They explain a miss; they are not the rows' figures above.")
+        add("")
+        add("| what-if | row | changed | quoted (bytes) | ours | error | peak at |")
+        add("|---|---|---|---:|---:|---:|---|")
+        for w in WHAT_IFS:
+            res = what.get(w.id)
+            r = next(x for x in ROWS if x.id == w.row)
+            if not res:
+                continue
+            if "error" in res:
+                add(f"| {w.id} | {w.row} | {w.says} | — | failed: {res['error'][:160]} | — | — |")
+                continue
+            our, q = ours(r, res), quoted_bytes(r)
+            add(f"| {w.id} | {w.row} | {w.says} | {q:,} | {our:,} | {fmt_pct((our - q) / q)} | {res['phase']}, "
+                f"{res['module']}; {res['parameters']:,} parameters |")
+        add("")
+
     add("## Summary")
     add("")
     for measured, target in (("max_memory_allocated", 0.05), ("nvidia-smi", 0.10)):
@@ -559,8 +599,22 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
         allm = median_abs([e for _, e in rows_m])
         exm = median_abs(exact)
         add(f"* **{measured}** rows (target: median |error| <= {target * 100:.0f} %): {len(rows_m)} rows, median |error| "
-            f"{'—' if allm is None else f'{allm * 100:.1f} %'}; of them {len(exact)} ran with every option the source's setup "
-            f"needs, median |error| {'—' if exm is None else f'{exm * 100:.1f} %'}.")
+            f"{'—' if allm is None else f'{allm * 100:.1f} %'} ({len(exact)} of them ran with every CLI option their setup needs, "
+            f"median |error| {'—' if exm is None else f'{exm * 100:.1f} %'}; the parts no option expresses are listed per row).")
+        # the same rows with each what-if's figure in place of the CLI's (the last what-if of a row wins)
+        swapped = {}
+        for w in WHAT_IFS:
+            res = what.get(w.id)
+            if res and "error" not in res:
+                r = next(x for x in ROWS if x.id == w.row)
+                swapped[w.row] = (ours(r, res) - quoted_bytes(r)) / quoted_bytes(r)
+        if any(r.id in swapped for r, _ in rows_m):
+            med = median_abs([swapped.get(r.id, e) for r, e in rows_m])
+            add(f"  With the what-ifs' figures in place of the CLI's for {', '.join(r.id for r, _ in rows_m if r.id in swapped)}: "
+                f"median |error| {med * 100:.1f} %.")
+    ooms = [(r, results.get(r.id, {}).get("estimate")) for r in ROWS if r.quoted is None]
+    agree = sum(1 for r, est in ooms if est and "error" not in est and ours(r, est) > r.oom_on_bytes)
+    add(f"* Runs the source reports out of memory: ours agrees on {agree} of {len(ooms)}.")
     add("")
     path.parent.mkdir(parents=True, exist_ok=True)
     extra = HERE / "analysis.md"
@@ -627,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{w.id}] what-if through the library: {w.says}", file=sys.stderr, flush=True)
             try:
                 res = run_what_if(w)
-            except Exception as e:  # a what-if that fails is reported, not fatal
+            except Exception as e:  # noqa: BLE001 - a what-if that fails is reported, not fatal
                 res = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"}
             print(f"[{w.id}] {'error: ' + res['error'] if 'error' in res else 'ok'}", file=sys.stderr, flush=True)
             cache["_what_ifs"][w.id] = res
