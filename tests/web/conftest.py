@@ -11,7 +11,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import sys
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the local Hub (hubserver.py)
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CHROMIUM = "/usr/bin/chromium"
@@ -109,3 +113,16 @@ def web_client(web_db):
     with TestClient(app) as client:
         client.app_state = app.state.neurarch
         yield client
+
+
+def hub_env(endpoint: str, tmp: Path) -> dict:
+    """Worker environment that points huggingface_hub at a local hub (read at import, hence the environment)."""
+    return {
+        "HF_ENDPOINT": endpoint,
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_CACHE": str(tmp / "hf-cache"),
+        "NEURARCH_CACHE_DIR": str(tmp / "neurarch-cache"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+    }

@@ -362,7 +362,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         es = list(entries().values())
         return HTMLResponse(pages.env().get_template("index.html").render(base="", entries=es))
 
-    @app.get("/models", summary="Form target: redirects to /models/{id}", responses=openapi_responses(400))
+    @app.get("/models", summary="Form target: redirects to /models/{id}", responses=openapi_responses(400, html=True), status_code=303,
+             response_class=RedirectResponse)
     async def models_form(id: str = Query(..., max_length=200)):
         model_id = check_model_id(id.strip())
         return RedirectResponse(f"/models/{model_id}", status_code=303)
@@ -376,7 +377,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Every plan option is a query parameter (the CLI's flags). The .json twin equals "
         "`neurarch-trace ID --plan --format json` with the same options, apart from the `seconds` fields.",
         responses={200: {"content": {"text/html": {}, "text/markdown": {}, "application/json": {"schema": {"$ref": "#/components/schemas/Report"}}},
-                         "description": "The page, or its twin"}, **openapi_responses(400, 404, 422, 429, 503, 504)},
+                         "description": "The page, or its twin"}, **openapi_responses(400, 404, 422, 429, 503, 504, html=True)},
         response_class=HTMLResponse,
     )
     async def model_page(request: Request, model_id: str, _doc=Depends(query_doc)):
@@ -392,7 +393,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/badge/{model_id:path}/{kind}.json", response_model=Badge, response_model_exclude_none=True,
              summary="A shields.io endpoint badge: params, fits or verifier",
-             responses=openapi_responses(400, 422, 429))
+             description="Errors about the model itself (not found, unreachable Hub, time limit) are a badge with isError.",
+             responses=openapi_responses(400, 404, 422, 429))
     async def badge(request: Request, model_id: str, kind: str, _doc=Depends(query_doc)):
         if kind not in BADGE_KINDS:
             raise ApiError(400, "bad_option", f"unknown badge {kind!r}; choose one of {', '.join(BADGE_KINDS)}", "kind")
@@ -411,7 +413,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return HTMLResponse(pages.env().get_template("paste.html").render(base="", fields=pages.form_fields({}), config_text="", error=None))
 
     @app.post("/paste", summary="Store a pasted config with its options; redirects to its permalink",
-              responses=openapi_responses(400, 413, 422), response_class=HTMLResponse)
+              responses=openapi_responses(400, 413, 422, html=True), response_class=HTMLResponse)
     async def paste_submit(request: Request):
         form = await request.form()
         text = ""
@@ -435,7 +437,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return RedirectResponse(f"/p/{pid}", status_code=303)
 
     @app.get("/p/{pid}", response_class=HTMLResponse, summary="A pasted config's permalink page (.md / .json twins)",
-             responses=openapi_responses(400, 404, 422, 429, 504))
+             responses={200: {"content": {"text/html": {}, "text/markdown": {}, "application/json": {"schema": {"$ref": "#/components/schemas/Report"}}},
+                              "description": "The page, or its twin"}, **openapi_responses(400, 404, 422, 429, 503, 504, html=True)})
     async def permalink(request: Request, pid: str):
         raw, fmt = _split_format(pid, request.query_params.get("format"))
         if not (len(raw) == 64 and all(c in "0123456789abcdef" for c in raw)):
@@ -454,7 +457,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         return HTMLResponse(pages.env().get_template("checks.html").render(base="", rules=list_rules()))
 
-    @app.get("/checks/{rule}", response_class=HTMLResponse, summary="One verifier rule with its docs page", responses=openapi_responses(404))
+    @app.get("/checks/{rule}", response_class=HTMLResponse, summary="One verifier rule with its docs page", responses=openapi_responses(404, html=True))
     async def check(rule: str):
         from ..verify.engine import list_rules
 

@@ -109,6 +109,11 @@ RESPONSES = {
 }
 
 
-def openapi_responses(*codes: int) -> dict:
-    """``responses=`` for a FastAPI route: the error shape under each status."""
-    return {c: {"model": ErrorResponse, "description": RESPONSES[c]} for c in codes}
+def openapi_responses(*codes: int, html: bool = False) -> dict:
+    """``responses=`` for a FastAPI route: the error shape under each status.
+    ``html``: a page route, whose errors are an HTML page when the client asks for text/html."""
+    if not html:
+        return {c: {"model": ErrorResponse, "description": RESPONSES[c]} for c in codes}
+    ref = {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+    return {c: {"description": RESPONSES[c] + " An HTML page when the client accepts text/html.",
+                "content": {"application/json": ref, "text/html": {"schema": {"type": "string"}}}} for c in codes}
