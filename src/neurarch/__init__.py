@@ -11,7 +11,22 @@ The pipeline reads top to bottom in the package layout:
 
 __version__ = "0.1.0"
 
-from .pipeline import Options, analyze  # noqa: E402
-from .report import SCHEMA_VERSION, Report  # noqa: E402
-
 __all__ = ["analyze", "Options", "Report", "SCHEMA_VERSION", "__version__"]
+
+# Imported on first use: `neurarch-trace --help`, `catalog` and `checks` must not
+# pay for torch and transformers (seconds) before they print a line.
+_LAZY = {"analyze": "pipeline", "Options": "pipeline", "Report": "report", "SCHEMA_VERSION": "report"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])

@@ -286,17 +286,31 @@ def _run_catalog(argv: list[str]) -> int:
     return 0
 
 
+# Subcommands: module and function, imported only when that command runs (so
+# `--help` and `catalog` start in a fraction of a second).
+COMMANDS = {
+    "catalog": ("neurarch.cli", "_run_catalog"),
+    "checks": ("neurarch.verify.cli", "main"),
+    "measure": ("neurarch.cli", "_run_measure"),
+    "changes": ("neurarch.changes.cli", "run_changes"),
+    "diff": ("neurarch.changes.cli", "run_diff"),
+    "serve": ("neurarch.web.cli", "main"),
+}
+
+
+def _command(name: str):
+    import importlib
+
+    module, func = COMMANDS[name]
+    return getattr(importlib.import_module(module), func)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    from .changes.cli import run_changes, run_diff
-    from .verify.cli import main as checks_main
-    from .web.cli import main as serve_main
-
-    commands = {"catalog": _run_catalog, "checks": checks_main, "measure": _run_measure, "changes": run_changes, "diff": run_diff, "serve": serve_main}
     try:
-        if argv and argv[0] in commands:
-            return commands[argv[0]](argv[1:])
+        if argv and argv[0] in COMMANDS:
+            return _command(argv[0])(argv[1:])
         return _run_trace(argv)
     except NeurarchError as e:
         if debug:
