@@ -102,3 +102,26 @@ def test_changes_with_plan_puts_the_plan_on_graph_changes(tmp_path):
     assert ch.plan.b.memory["full"] - ch.plan.a.memory["full"] >= 16 * EXTRA
     md = render.markdown(track.History(**{**track.track(readers.GitReader(repo.path)).model_dump(), "changes": [ch]}))
     assert "The plan at both revisions:" in md and "| Parameters | 202,048 | 551,808 | +349,760 (+173.1 %) |" in md
+
+
+@pytest.mark.slow
+def test_stored_graph_change_gets_its_plan_on_a_later_plan_run(tmp_path):
+    from neurarch import Options
+    from neurarch.changes import readers, storage
+    from neurarch.inputs import InputOptions
+    from neurarch.pipeline import PlanOptions
+
+    from changes_fixtures import GitRepo, js
+
+    repo = GitRepo(tmp_path / "r")
+    repo.commit({"config.json": js(BASE_CONFIG)}, "v1", "2026-01-01T00:00:00+00:00")
+    repo.commit({"config.json": js(dict(BASE_CONFIG, hidden_size=128, num_hidden_layers=3))}, "v2", "2026-01-02T00:00:00+00:00")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    (plain,) = storage.track_stored(readers.GitReader(repo.path), url=url).changes
+    assert plain.plan is None
+    opts = Options(inputs=InputOptions(batch=1, seq_len=16), plan=PlanOptions(modes=("inference",)), verify=False)
+    (planned,) = storage.track_stored(readers.GitReader(repo.path), url=url, plan=opts).changes
+    assert (planned.plan.a.parameters, planned.plan.b.parameters) == (SMALL, BIG)
+    assert planned.plan.b.memory["inference"] - planned.plan.a.memory["inference"] >= 2 * EXTRA
+    (kept,) = storage.stored_history(str(repo.path), url=url).changes
+    assert kept.plan is not None  # stored

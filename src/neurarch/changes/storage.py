@@ -129,6 +129,10 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
             c.vanished = row.commit in vanished
             changes.append(c)
         changes += [c for c in tracker.changes if c.key not in change_rows]
+        if plan is not None:  # graph changes stored by a run without --plan get their plan now
+            for c in changes:
+                if c.kind == "config" and c.impact == "graph" and c.plan is None and not c.vanished and c.parent:
+                    _add_plan(wrapped, c, plan, progress)
         order = {c: (_utc(r.date), r.seq) for c, r in stored.items()}
         changes.sort(key=lambda c: order.get(c.commit, (_utc(c.date), 0)))
         for c in changes:
@@ -163,6 +167,25 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
         c.date = _utc(c.date)
     return History(repo=reader.repo, source=reader.source, url=reader.url, revisions=history_revs, changes=out_changes,
                    notes=notes, truncated=truncated, since=since, rewritten=sorted(vanished, key=lambda c: order.get(c, (now, 0))))
+
+
+def _add_plan(reader, change: Change, plan, progress) -> None:
+    """The plan at both revisions of a stored graph change (configs read again by blob id)."""
+    from ..errors import NeurarchError
+    from . import plandiff
+
+    try:
+        sides = []
+        for commit in (change.parent, change.commit):
+            fid = reader.files(commit).get(track.CONFIG)
+            if fid is None:
+                return
+            sides.append(json.loads(reader.read(commit, fid)))
+        if progress:
+            progress(f"planning both sides of config.json at {change.commit[:12]}")
+        change.plan = plandiff.diff_configs(sides[0], sides[1], plan, change.parent[:12], change.commit[:12])
+    except (NeurarchError, ValueError) as e:
+        change.details.append(f"the plan could not be made: {str(e).splitlines()[0]}")
 
 
 def stored_history(name: str, source: str | None = None, engine=None, url: str | None = None) -> History | None:
