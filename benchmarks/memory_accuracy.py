@@ -113,6 +113,13 @@ EXTRAS = [
     ("gradient checkpointing", dict(mode="full", precision="bf16-mixed", grad_checkpointing=True)),
     ("multi-tensor AdamW (CUDA's default), run on CPU", dict(mode="full", precision="fp32", foreach=True)),
     ("QLoRA (bitsandbytes NF4, double quant)", dict(mode="qlora", precision="bf16-mixed")),
+    ("gradient checkpointing, LoRA", dict(mode="lora", precision="bf16-mixed", grad_checkpointing=True)),
+    ("gradient checkpointing, QLoRA", dict(mode="qlora", precision="bf16-mixed", grad_checkpointing=True)),
+    ("gradient checkpointing, full fp32", dict(mode="full", precision="fp32", grad_checkpointing=True)),
+    ("eager attention (stores the probabilities)", dict(mode="full", precision="bf16-mixed", attn="eager")),
+    ("LoRA on q_proj,v_proj, dropout 0.05", dict(mode="lora", precision="bf16-mixed", lora_targets=("q_proj", "v_proj"), lora_dropout=0.05)),
+    ("fused AdamW (the Trainer's adamw_torch_fused)", dict(mode="full", precision="fp32", optimizer="adamw-fused")),
+    ("bf16 LoRA adapters, pure bf16", dict(mode="lora", precision="bf16", adapter_dtype="bf16")),
 ]
 EXTRA_NOTES = {
     "8-bit AdamW (bitsandbytes)": "bitsandbytes' CPU kernel (backends/cpu/ops.py) dequantizes each state to fp32 temporaries "
@@ -133,7 +140,8 @@ ONEDNN_BOTH = ("wav2vec2 (base defaults)",)
 def run_one(name, raw, opts, mode, prec, onednn, also_onednn, **extra):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        built = build_from_config(dict(raw), name)
+        attn = extra.pop("attn", None)
+        built = build_from_config(dict(raw), name, **({"attn_implementation": attn, "strict_attention": True} if attn else {}))
         plan = plan_inputs(built.model, built.config, InputOptions(**opts))
         # foreach=True: the optimizer CUDA runs; device "cuda" would also route dropout/attention
         # to CUDA kernels, which a CPU cannot run, so this model has no dropout (TinyLlama).
@@ -163,6 +171,7 @@ def run_one(name, raw, opts, mode, prec, onednn, also_onednn, **extra):
         "input": list(plan.main_shape),
         "seconds_sim": round(t_sim, 2),
         "seconds_measure": round(t_meas, 2),
+        "machine": machine(),
     }
 
 
@@ -177,7 +186,8 @@ def memtracker(name, raw, opts, mode, prec):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        built = build_from_config(dict(raw), name)
+        attn = extra.pop("attn", None)
+        built = build_from_config(dict(raw), name, **({"attn_implementation": attn, "strict_attention": True} if attn else {}))
         plan = plan_inputs(built.model, built.config, InputOptions(**opts))
         setup = TrainSetup(mode=mode, precision=prec, device="cpu")
         base = meta_copy(built.model)
@@ -204,6 +214,21 @@ def memtracker(name, raw, opts, mode, prec):
 
 def err(r, key="measured"):
     return 100.0 * (r["estimate"] - r[key]) / r[key]
+
+
+# Runs cached before the machine was recorded per run were all measured on this one.
+EARLIER_MACHINE = ("AMD EPYC, 2 torch threads available (measured with 1), Linux 6.18.44-fc-v669, Python 3.11.7, "
+                   "torch 2.13.0+cpu, transformers 5.24.0")
+
+
+def machines(results: dict) -> str:
+    """Where the cached runs were measured, with how many runs each."""
+    from collections import Counter
+
+    seen = Counter(r.get("machine", EARLIER_MACHINE) for r in results.values() if "error" not in r)
+    if len(seen) <= 1:
+        return next(iter(seen), machine())
+    return "; ".join(f"{m} ({n} runs)" for m, n in seen.most_common())
 
 
 def machine() -> str:
@@ -274,7 +299,7 @@ def render(results: dict) -> str:
         f"**{n_models} models, {len(fams)} families ({', '.join(fams)}), {len(errs)} runs: median |error| {median:.3f}%, worst {worst:.3f}%** "
         "(targets: median <= 3%, worst <= 8%).",
         "",
-        f"Machine: {machine()}.",
+        f"Machine: {machines(results)}.",
         "",
         "Command: `python benchmarks/memory_accuracy.py --memtracker` (results cached in `benchmarks/memory_accuracy.json`).",
         "",
