@@ -149,3 +149,24 @@ def test_browser_model_page_and_paste(server, chromium_path, tmp_path):
 
         for p in tmp_path.glob("*.png"):
             shutil.copy(p, shots)
+
+
+def test_share_posts_the_config_to_the_server(server, tmp_path):
+    """``--share`` with NEURARCH_SERVER: the CLI posts config + options; the permalink serves the report."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(TINY_BERT))
+    env = dict(os.environ, NEURARCH_SERVER=server["base"], NO_COLOR="1")
+    r = subprocess.run([sys.executable, "-m", "neurarch.cli", str(cfg), "--plan", "--modes", "full", "--batch", "2", "--share"],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    url = r.stderr.strip().splitlines()[-1].removeprefix("shared: ")
+    assert url.startswith(server["base"] + "/p/")
+    with urllib.request.urlopen(url + ".json", timeout=300) as resp:
+        rep = json.loads(resp.read())
+    assert rep["params"]["derived"] == int(TINY_BERT_COUNT.replace(",", ""))
+    assert rep["input"]["batch"] == 2 and list(rep["memory"]) and rep["memory"]["full"]["batch"] == 2
+    # A config that needs remote code never reaches the server: one line, exit 2.
+    bad = tmp_path / "remote.json"
+    bad.write_text(json.dumps({**TINY_BERT, "model_type": "my-own", "auto_map": {"AutoModel": "m.X"}}))
+    r = subprocess.run([sys.executable, "-m", "neurarch.cli", str(bad), "--share"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1

@@ -279,6 +279,23 @@ def to_options(values: dict, *, timeout_s: float | None = None):
     return classes["options"](inputs=inputs, cost=cost, plan=plan, trust_remote_code=False, timeout_s=timeout_s, **opts_kw)
 
 
+def from_options(opts) -> dict:
+    """The web options of a :class:`neurarch.pipeline.Options` (the inverse of :func:`to_options`);
+    a name the dataclasses disagree on (``batch``: trace 1, priced run unset) stays unset."""
+    sections = {"inputs": opts.inputs, "plan": opts.plan, "cost": opts.cost, "options": opts}
+    values: dict[str, Any] = {"plan": opts.plan is not None, "cost": opts.cost is not None}
+    for f in fields():
+        if not f.targets:
+            continue
+        seen = [_jsonable(getattr(sections[t], f.name)) for t in f.targets if sections[t] is not None and hasattr(sections[t], f.name)]
+        if not seen:
+            continue
+        values[f.name] = seen[0] if all(v == seen[0] for v in seen) else None
+        if f.name == "disable" and values[f.name] is not None:
+            values[f.name] = sorted(values[f.name])
+    return normalize(values)
+
+
 def cli_args(values: dict) -> list[str]:
     """The CLI flags that give the same report (for "Do this to your own model")."""
     out: list[str] = []
