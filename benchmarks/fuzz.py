@@ -143,8 +143,14 @@ def _get_parent(cfg: dict, path: tuple):
     return node
 
 
+def _plain_number(x, default: int):
+    """``x`` when it is a modest finite number (a previous mutation may have left 10**400 there)."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) < 2**62 and math.isfinite(x)
+    return x if ok else default
+
+
 def _weird_value(rng: random.Random, orig=None):
-    n = orig if isinstance(orig, (int, float)) and not isinstance(orig, bool) and math.isfinite(orig) else 7
+    n = _plain_number(orig, 7)
     choices = [
         lambda: str(orig), lambda: "", lambda: "abc", lambda: "12", lambda: "1e9", lambda: "NaN",
         lambda: [], lambda: [orig], lambda: [1, 2, 3], lambda: [[1], [2]], lambda: {}, lambda: {"a": 1},
@@ -157,7 +163,8 @@ def _weird_value(rng: random.Random, orig=None):
 
 
 def _size_value(rng: random.Random, orig):
-    n = orig if isinstance(orig, int) and not isinstance(orig, bool) else 8
+    n = _plain_number(orig, 8)
+    n = n if isinstance(n, int) else 8
     return rng.choice([0, -1, -3, 1, 2, 3, 2**20, 2**21 + 1, 2**31, 10**12, n * 1000, n + 1, n - 1, n // 3 or 1,
                        n + 0.5, float(n), str(n), None, True, [n, n], [], [0], float("nan"), 10**400])
 
@@ -365,8 +372,13 @@ def _worker(seed: int, result_fd: int) -> None:
     with tempfile.TemporaryDirectory(prefix="neurarch-fuzz-") as tmp:
         for line in sys.stdin:
             i = int(line)
-            base_id, what, data = make_case(i, configs, seed)
             t0 = time.monotonic()
+            try:
+                base_id, what, data = make_case(i, configs, seed)
+            except Exception as e:  # noqa: BLE001 - a bug in this harness, not in neurarch: say so, go on
+                results.write(json.dumps({"case": i, "base": "?", "mutation": "?", "outcome": "harness",
+                                          "message": f"making the case failed: {type(e).__name__}: {e}", "seconds": 0}) + "\n")
+                continue
             outcome, message = run_in_process(data, Path(tmp), FORMATS[i % len(FORMATS)])
             results.write(json.dumps({"case": i, "base": base_id, "mutation": what, "outcome": outcome,
                                       "message": message, "seconds": round(time.monotonic() - t0, 3)}) + "\n")
@@ -461,7 +473,10 @@ def run(cases: int, results: Path, seed: int, timeout: float, memory: int, verbo
                     worker = Worker(seed)
                     if configs is None:
                         configs = base_configs()
-                    base_id, what, _ = make_case(i, configs, seed)
+                    try:
+                        base_id, what, _ = make_case(i, configs, seed)
+                    except Exception:  # noqa: BLE001 - recorded by the worker's own row
+                        base_id, what = "?", "?"
                     row = {"case": i, "base": base_id, "mutation": what, "outcome": why,
                            "message": f"worker killed ({why}) after {time.monotonic() - t0:.1f} s", "seconds": round(time.monotonic() - t0, 3)}
                 row["code"] = version
