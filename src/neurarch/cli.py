@@ -238,6 +238,12 @@ def _run_measure(argv: list[str]) -> int:
     p.add_argument("--optimizer", default="adamw")
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--lora-targets", metavar="NAMES", help="peft target_modules, e.g. q_proj,v_proj (default: all-linear)")
+    p.add_argument("--lora-dropout", type=float, default=0.0)
+    p.add_argument("--adapter-dtype", choices=["fp32", "bf16"])
+    p.add_argument("--attn-implementation", choices=["eager", "sdpa"])
+    p.add_argument("--task", choices=["causal-lm", "seq-cls", "token-cls", "masked-lm", "seq2seq-lm", "backbone"])
+    p.add_argument("--num-labels", type=int, default=2)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--steps", type=int, default=2, help="real steps to run (default 2: the second is the steady state)")
     p.add_argument("--batch", type=int, default=1)
@@ -263,6 +269,12 @@ def _run_measure(argv: list[str]) -> int:
         device=args.device,
         steps=args.steps,
         trust_remote_code=args.trust_remote_code,
+        lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()) if args.lora_targets is not None else None,
+        lora_dropout=args.lora_dropout,
+        adapter_dtype=args.adapter_dtype,
+        attn_implementation=args.attn_implementation,
+        task=args.task,
+        num_labels=args.num_labels,
     )
     _write(result.model_dump_json(indent=2) if args.format == "json" else render_text(result), None)
     return 0
