@@ -186,7 +186,9 @@ def test_missing_config_and_unparseable_file_are_notes(tmp_path):
     b = repo.commit({"config.json": None}, "config gone", "2026-01-02T00:00:00+00:00")
     c = repo.commit({"tokenizer_config.json": b'{"bos_token": "<s>",'}, "broken json", "2026-01-03T00:00:00+00:00")
     d = repo.commit({"config.json": js(dict(BASE_CONFIG, max_position_embeddings=512))}, "config back", "2026-01-04T00:00:00+00:00")
+    e = repo.commit({"generation_config.json": b"[1, 2]"}, "a list, not an object", "2026-01-05T00:00:00+00:00")
     h = track.track(readers.GitReader(repo.path))
+    assert (e, "generation_config.json: not a JSON object") in [(n.commit, n.message.split(" (")[0]) for n in h.notes]
     notes = [(n.commit, n.message.split(" (")[0]) for n in h.notes]
     assert (b, "no config.json at this revision") in notes
     assert (c, "no config.json at this revision") in notes

@@ -101,7 +101,11 @@ class Tracker:
         """Read ``path`` at ``rev`` into state; False (with a note) when it cannot be read."""
         try:
             raw = self.reader.read(rev.commit, ids[path])
-            state.data[path] = _parse(path, raw)
+            data = _parse(path, raw)
+            if path.endswith(".json") and not isinstance(data, dict):
+                self._note(rev.commit, f"{path}: not a JSON object ({type(data).__name__}); compared with the last readable version")
+                return False
+            state.data[path] = data
             return True
         except (ValueError, UnicodeDecodeError) as e:
             self._note(rev.commit, f"{path}: not valid JSON ({str(e).splitlines()[0]}); compared with the last readable version")
