@@ -28,7 +28,7 @@ BERT_MLM = {
 }
 
 
-def _compare(raw, setup, batch=2, seq=64, **build):
+def _compare(raw, setup, batch=2, seq=64, onednn=True, **build):
     built = build_from_config(dict(raw), "test", **build)
     plan = plan_inputs(built.model, built.config, InputOptions(batch=batch, seq_len=seq))
     sim = simulate(built, plan, setup)
@@ -37,7 +37,7 @@ def _compare(raw, setup, batch=2, seq=64, **build):
         with torch.device("cpu"):
             return type(built.model)(built.config)
 
-    meas = measure_cpu(make, built.config, plan, setup)
+    meas = measure_cpu(make, built.config, plan, setup, onednn=onednn)
     return built, sim, meas
 
 
@@ -66,8 +66,14 @@ def test_grad_checkpointing_simulates_with_cuda_kernels(mode):
     TrainSetup(mode="full", precision="bf16-mixed", grad_checkpointing=True, device="cpu"),
 ], ids=["lora-bf16", "full-bf16"])
 def test_grad_checkpointing_matches_real_cpu_step(setup):
-    _, sim, meas = _compare(LLAMA, setup)
-    assert _err(sim.steady.bytes, meas.step_peaks[1]) < 0.05
+    # PyTorch's native CPU kernels: with checkpointing the bf16 peak falls inside a recomputed
+    # matmul, where oneDNN's bf16 path allocates reorder scratch that is no tensor and has no
+    # CUDA counterpart (3 % of this tiny model's peak with oneDNN on; 0.03 % with it off).
+    # What is left is torch.utils.checkpoint's stash of the CPU RNG state, 5,056 bytes per
+    # checkpointed layer (2 here, about 0.4 % of this peak): host memory, made outside the
+    # dispatcher, which a CUDA card does not hold.
+    _, sim, meas = _compare(LLAMA, setup, onednn=False)
+    assert 0 <= meas.step_peaks[1] - sim.steady.bytes <= 2 * 5056 + 512
 
 
 # --- attention implementation --------------------------------------------------
