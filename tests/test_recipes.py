@@ -251,3 +251,19 @@ def test_fsdp_communication_by_hand():
     # 8e9 bf16 weights = 16e9 bytes, 4 cards: 3 transfers x 16e9 x 3/4 = 36e9 bytes per card,
     # over one direction of a 900 GB/s link (450 GB/s) at 0.90: 36e9 / 405e9 = 0.0889 s.
     assert fsdp_comm_seconds(16_000_000_000, 4, card) == pytest.approx(36e9 / 405e9)
+
+
+GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2,
+        "n_positions": 128, "vocab_size": 500}
+
+
+def test_qlora_quantizes_gpt2_conv1d_layers_and_matches_real_bitsandbytes_step():
+    # transformers' replace_with_bnb_linear quantizes GPT-2's Conv1D projections too (its
+    # weight is [in, out]); neurarch refused QLoRA for GPT-2 before.
+    setup = TrainSetup(mode="qlora", precision="bf16-mixed", device="cpu")
+    _, sim, meas = _compare(GPT2, setup, onednn=False)
+    # LoRA rank 16 by hand, per layer: c_attn 64 -> 192: 16x64 + 192x16 = 4,096; attn.c_proj
+    # 64 -> 64: 2,048; c_fc 64 -> 256: 16x64 + 256x16 = 5,120; mlp.c_proj 256 -> 64: 16x256 +
+    # 64x16 = 5,120; 2 layers: 32,768.
+    assert sim.trainable_parameters == 32_768
+    assert _err(sim.steady.bytes, meas.step_peaks[1]) < 5e-3

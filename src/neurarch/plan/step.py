@@ -385,8 +385,11 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     # transformers quantizes every linear layer but the head and the modules the
     # class keeps in fp32 (_keep_in_fp32_modules, e.g. T5's "wo"), whichever
     # layers LoRA adapts; those stay unquantized and may still get adapters.
+    from transformers.pytorch_utils import Conv1D
+
     keep = _keep_fp32(model)
-    quantize = [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), nn.Linear)
+    # transformers' replace_with_bnb_linear: plain nn.Linear and GPT-2's Conv1D (its weight is [in, out]).
+    quantize = [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), (nn.Linear, Conv1D))
                 and not any(k in n.split(".") for k in keep)]
     if not quantize:
         raise PlanOptionError(f"{type(model).__name__} has no linear layer for QLoRA to quantize")
@@ -395,7 +398,8 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
         old = model.get_submodule(name)
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        new = bnb.nn.Linear4bit(old.in_features, old.out_features, old.bias is not None, compute_dtype=setup.compute_dtype,
+        n_in, n_out = tuple(old.weight.shape) if isinstance(old, Conv1D) else (old.in_features, old.out_features)
+        new = bnb.nn.Linear4bit(n_in, n_out, old.bias is not None, compute_dtype=setup.compute_dtype,
                                 compress_statistics=True, quant_type="nf4", device=old.weight.device)
         if old.bias is not None:
             new.bias = nn.Parameter(old.bias.data, requires_grad=False)
