@@ -115,13 +115,16 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
     ok = report.forward_pass.ok and (report.backward_pass is None or report.backward_pass.ok)
     con.print(("[green]" if ok else "[red]") + pass_line(report) + ("[/green]" if ok else "[/red]"))
 
-    t = Table(title=f"Layers ({report.structure.layers} rows, {report.structure.modules} modules)", title_justify="left", box=_BOX)
+    # No rules and one space between columns: names up to ~55 characters stay on one line at 100 columns.
+    t = Table(title=f"Layers ({report.structure.layers} rows, {report.structure.modules} modules)", title_justify="left", box=None,
+              padding=(0, 1, 0, 0), pad_edge=False, header_style="bold")
+    shown = rows(report, max_rows)
     t.add_column("#", justify="right", no_wrap=True)
     t.add_column("name", overflow="fold")
-    t.add_column("type", overflow="fold")
+    t.add_column("type", no_wrap=True)
     t.add_column("output shape", no_wrap=True)
     t.add_column("params", justify="right", no_wrap=True)
-    for node in rows(report, max_rows):
+    for node in shown:
         if node is None:
             hidden = report.structure.layers - (max_rows or 0)
             t.add_row("…", f"({hidden} rows hidden; --max-rows 0 shows all)", "", "", "")
