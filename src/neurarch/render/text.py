@@ -6,7 +6,6 @@ import io
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ..report import Report
@@ -55,7 +54,7 @@ def _memory_table(con: Console, report: Report) -> None:
         below.append(f"  {_SHORT[mode]} peaks in {x.phase}" + (f" ({x.module})" if x.module else ""))
     con.print(t)
     for line in below:
-        con.print(line, markup=False, highlight=False)
+        _para(con, line, indent="    ")
 
 
 def _fit_table(con: Console, report: Report) -> None:
@@ -98,22 +97,32 @@ def _cost_table(con: Console, report: Report) -> None:
                   f"{100 * r.mfu:.0f} %" if r.mfu is not None else "—", r.bound or "—", flag)
     con.print(t)
     for i, note in enumerate(notes, 1):
-        con.print(f"  [{i}] {note}", markup=False, highlight=False)
+        _para(con, f"  [{i}] {note}", indent="      ")
+
+
+def _para(con: Console, text: str, indent: str = "  ", style: str | None = None) -> None:
+    """One paragraph of plain text (never markup), wrapped at the console width under a hanging indent."""
+    import textwrap
+
+    lines = textwrap.wrap(text, width=con.width - 1, subsequent_indent=indent, break_on_hyphens=False,
+                          break_long_words=False) or [""]
+    for line in lines:
+        con.print(line, markup=False, highlight=False, style=style, overflow="ignore", crop=False)
 
 
 def render_text(report: Report, *, max_rows: int | None = None, color: bool = False, width: int | None = None) -> str:
     buf = io.StringIO()
     con = Console(file=buf, force_terminal=color, color_system="auto" if color else None, width=width or WIDTH, soft_wrap=False)
     m = report.model
-    con.print(f"[bold]{m.id}[/bold]  ({m.source}: {m.provenance})")
+    _para(con, f"{m.id}  ({m.source}: {m.provenance})")
     built = m.model_class or "?"
     arch = f"{m.architecture} -> " if m.architecture and m.architecture != built else ""
-    con.print(f"architecture: {arch}{built}, {m.library}" + (f", revision {m.revision}" if m.revision else ""))
+    _para(con, f"architecture: {arch}{built}, {m.library}" + (f", revision {m.revision}" if m.revision else ""))
     for note in m.notes:
-        con.print(f"note: {note}")
-    con.print(f"input: {input_line(report)}")
+        _para(con, f"note: {note}")
+    _para(con, f"input: {input_line(report)}")
     ok = report.forward_pass.ok and (report.backward_pass is None or report.backward_pass.ok)
-    con.print(("[green]" if ok else "[red]") + pass_line(report) + ("[/green]" if ok else "[/red]"))
+    _para(con, pass_line(report), style="green" if ok else "red")
 
     # No rules and one space between columns: names up to ~55 characters stay on one line at 100 columns.
     t = Table(title=f"Layers ({report.structure.layers} rows, {report.structure.modules} modules)", title_justify="left", box=None,
@@ -150,30 +159,30 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
         c.add_row("delta", f"{p.delta:+,} ({pct(p.delta_pct)})")
     con.print(c)
     if p.checkpoint_source:
-        con.print(f"checkpoint source: {p.checkpoint_source}")
-    con.print(checkpoint_sentence(p))
+        _para(con, f"checkpoint source: {p.checkpoint_source}")
+    _para(con, checkpoint_sentence(p))
     for d in p.differences:
-        con.print(f"  {d.scalars:+,}: {d.cause} ({', '.join(d.tensors[:4])}{' …' if len(d.tensors) > 4 else ''})")
+        _para(con, f"  {d.scalars:+,}: {d.cause} ({', '.join(d.tensors[:4])}{' …' if len(d.tensors) > 4 else ''})", indent="    ")
     for group in p.tied:
-        con.print(f"tied: {' = '.join(group)}")
+        _para(con, f"tied: {' = '.join(group)}")
     if report.memory is not None:
         _memory_table(con, report)
         for line in memory_summary(report):
-            con.print(line, markup=False, highlight=False)
+            _para(con, line)
     if report.cards:
         _fit_table(con, report)
     for line in multi_gpu_lines(report):
-        con.print(line, markup=False, highlight=False)
+        _para(con, line)
     if report.cost is not None:
         _cost_table(con, report)
         for line in cost_summary(report):
-            con.print(line, markup=False, highlight=False)
+            _para(con, line)
     for section, error in report.errors.items():
-        con.print(f"[red]section {section} failed:[/red] {escape(error)} (the rest of the report stands)")
+        _para(con, f"section {section} failed: {error} (the rest of the report stands)", style="red")
     if report.verifier is not None:
         from ..verify.text import section
 
         con.print(section(report.findings, report.verifier, width=con.width - 1), markup=False, highlight=False)
     for w in report.warnings:
-        con.print(f"[yellow]warning:[/yellow] {w}")
+        _para(con, f"warning: {w}", style="yellow")
     return buf.getvalue()
