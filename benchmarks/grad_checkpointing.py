@@ -109,8 +109,8 @@ def markdown(rows: list[dict]) -> str:
         lines += ["", "Errors (each is the libraries' own answer, the one a real run would get):", *errors, "",
                   "- *no gradient checkpointing switch*: the transformers class does not support it "
                   "(`supports_gradient_checkpointing` is False: its CNNs);",
-                  "- *no linear layer for QLoRA to quantize*: GPT-2 keeps its projections in transformers' `Conv1D`, "
-                  "which neurarch's QLoRA does not quantize yet; CNNs have convolutions only;",
+                  "- *no linear layer for QLoRA to quantize*: the CNNs have convolutions only (bitsandbytes quantizes "
+                  "linear layers);",
                   "- *'tuple' object has no attribute 'requires_grad_'*: with checkpointing on, peft calls "
                   "`enable_input_require_grads()`, whose hook expects the input embeddings to return a tensor; "
                   "Swin's return a tuple."]
