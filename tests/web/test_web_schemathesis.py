@@ -40,6 +40,6 @@ def _stop_hub():
 
 
 @schema.parametrize()
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_api_from_its_openapi(case):
     case.call_and_validate(checks=CHECKS, headers={"accept": "application/json"})

@@ -3,6 +3,7 @@ the code fingerprint; the same on a real PostgreSQL server."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def _roundtrip(engine):
     assert len(pid) == 64
     assert R.get_permalink(engine, pid) == (config, opts)
     assert R.get_permalink(engine, "f" * 64) is None
+    return key
 
 
 def test_sqlite_store(tmp_path):
@@ -98,6 +100,30 @@ def test_fingerprint_follows_the_files(tmp_path):
 def test_postgresql_store(postgres_url):
     engine = connect(postgres_url)
     assert engine.dialect.name == "postgresql"
-    _roundtrip(engine)
+    key = _roundtrip(engine)
     engine.dispose()
-    assert R.count_reports(connect(postgres_url)) == 1
+    assert R.get_report(connect(postgres_url), key) == '{"a": 1}'  # kept across connections
+
+
+def test_web_app_on_postgresql(postgres_url):
+    """The app's cache and permalinks on the real server: a second request computes nothing."""
+    from fastapi.testclient import TestClient
+
+    from neurarch.web.app import Settings, create_app
+    from web_fixtures import TINY_BERT
+
+    app = create_app(Settings(db_url=postgres_url, workers=1, time_limit_s=120))
+    body = {"config": TINY_BERT, "options": {"plan": False}}
+    with TestClient(app) as client:
+        first = client.post("/api/v1/plan", json=body)
+        assert first.status_code == 200, first.text
+        assert first.headers["x-neurarch-cache"] == "miss"
+        second = client.post("/api/v1/plan", json=body)
+        assert second.headers["x-neurarch-cache"] == "hit" and second.json() == first.json()
+        pid = first.headers["link"].split("/p/")[1].split(">")[0]
+        assert client.get(f"/p/{pid}.json").json() == first.json()
+    engine = connect(postgres_url)
+    with engine.connect() as c:
+        stored = c.execute(sqlalchemy.text("SELECT source, report_json FROM reports WHERE source = :s"), {"s": f"paste:{pid}"}).all()
+    assert len(stored) == 1 and json.loads(stored[0][1])["params"]["derived"] == first.json()["params"]["derived"]
+    engine.dispose()

@@ -11,6 +11,7 @@ pool, cached in the store) and the renderers; nothing here computes a figure.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import json
@@ -351,6 +352,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ctx["badges"] = [] if permalink else [(k, f"/badge/{res.report.model.id if not res.report.model.id.startswith('paste:') else ''}/{k}.json{q}") for k in BADGE_KINDS]
         return HTMLResponse(pages.env().get_template("model.html").render(**ctx), headers=headers)
 
+    # Rendered pages of computed reports, by URL: a cached page is bytes out, nothing parsed or rendered.
+    rendered: collections.OrderedDict = collections.OrderedDict()
+
+    def cached_page(request: Request):
+        key = (request.url.path, request.url.query, _wants_json(request))
+        hit = rendered.get(key)
+        if hit is None:
+            return None
+        rendered.move_to_end(key)
+        note_cache(request, "hit")
+        body, media_type = hit
+        return Response(body, media_type=media_type, headers={"X-Neurarch-Cache": "hit"})
+
+    def keep_page(request: Request, response: Response) -> Response:
+        if response.status_code == 200:
+            rendered[(request.url.path, request.url.query, _wants_json(request))] = (response.body, response.media_type)
+            while len(rendered) > 256:
+                rendered.popitem(last=False)
+        return response
+
     def options_from_query(request: Request) -> dict:
         return O.normalize(O.from_query(list(request.query_params.multi_items())))
 
@@ -381,6 +402,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         response_class=HTMLResponse,
     )
     async def model_page(request: Request, model_id: str, _doc=Depends(query_doc)):
+        hit = cached_page(request)
+        if hit is not None:
+            return hit
         raw, fmt = _split_format(model_id, request.query_params.get("format"))
         if fmt not in ("html", "md", "json"):
             raise ApiError(400, "bad_option", f"format must be html, md or json, got {fmt!r}", "format")
@@ -389,7 +413,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         res = await model_result(request, raw, revision, values)
         query = str(request.url.query)
         query = "&".join(p for p in query.split("&") if p and not p.startswith("format="))
-        return render(request, res, fmt, values=values, revision=revision, twin_base=f"/models/{raw}", query=query)
+        return keep_page(request, render(request, res, fmt, values=values, revision=revision, twin_base=f"/models/{raw}", query=query))
 
     @app.get("/badge/{model_id:path}/{kind}.json", response_model=Badge, response_model_exclude_none=True,
              summary="A shields.io endpoint badge: params, fits or verifier",
@@ -440,6 +464,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
              responses={200: {"content": {"text/html": {}, "text/markdown": {}, "application/json": {"schema": {"$ref": "#/components/schemas/Report"}}},
                               "description": "The page, or its twin"}, **openapi_responses(400, 404, 422, 429, 503, 504, html=True)})
     async def permalink(request: Request, pid: str):
+        hit = cached_page(request)
+        if hit is not None:
+            return hit
         raw, fmt = _split_format(pid, request.query_params.get("format"))
         if not (len(raw) == 64 and all(c in "0123456789abcdef" for c in raw)):
             raise ApiError(404, "not_found", f"no permalink {raw[:80]!r}")
@@ -449,7 +476,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         config, values = found
         res = await service().paste_report(raw, config, values)
         note_cache(request, res.cache)
-        return render(request, res, fmt, values=values, revision=None, twin_base=f"/p/{raw}", query="", permalink=f"/p/{raw}")
+        return keep_page(request, render(request, res, fmt, values=values, revision=None, twin_base=f"/p/{raw}", query="", permalink=f"/p/{raw}"))
 
     @app.get("/checks", response_class=HTMLResponse, summary="Every verifier rule")
     async def checks():
