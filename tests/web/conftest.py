@@ -94,7 +94,7 @@ def chromium_path():
 # The app, in-process (one worker process; a SQLite store in a temp folder)
 # --------------------------------------------------------------------------
 
-from web_fixtures import TINY_BERT  # noqa: E402,F401
+from web_fixtures import TINY_BERT, hub_env  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")
@@ -114,15 +114,3 @@ def web_client(web_db):
         client.app_state = app.state.neurarch
         yield client
 
-
-def hub_env(endpoint: str, tmp: Path) -> dict:
-    """Worker environment that points huggingface_hub at a local hub (read at import, hence the environment)."""
-    return {
-        "HF_ENDPOINT": endpoint,
-        "HF_HUB_OFFLINE": "0",
-        "HF_HUB_CACHE": str(tmp / "hf-cache"),
-        "NEURARCH_CACHE_DIR": str(tmp / "neurarch-cache"),
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
-        "HF_HUB_ETAG_TIMEOUT": "5",
-    }

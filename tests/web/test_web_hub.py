@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from conftest import hub_env
+from web_fixtures import hub_env
 from hubserver import FakeHub
 
 TINY_GPT2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 1, "n_embd": 32, "n_head": 2,

@@ -15,7 +15,7 @@ schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis import checks  # noqa: E402
 
-from conftest import hub_env  # noqa: E402
+from web_fixtures import hub_env  # noqa: E402
 from hubserver import FakeHub  # noqa: E402
 from neurarch.web.app import Settings, create_app  # noqa: E402
 

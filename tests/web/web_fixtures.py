@@ -1,5 +1,7 @@
 """Data shared by the web tests."""
 
+from pathlib import Path
+
 # A tiny BERT (hand-counted in test_web_routes.py): plans in seconds.
 TINY_BERT = {
     "model_type": "bert",
@@ -12,3 +14,16 @@ TINY_BERT = {
     "max_position_embeddings": 64,
     "type_vocab_size": 2,
 }
+
+
+def hub_env(endpoint: str, tmp: Path) -> dict:
+    """Worker environment that points huggingface_hub at a local hub (read at import, hence the environment)."""
+    return {
+        "HF_ENDPOINT": endpoint,
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_CACHE": str(tmp / "hf-cache"),
+        "NEURARCH_CACHE_DIR": str(tmp / "neurarch-cache"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+    }
