@@ -267,3 +267,22 @@ def test_qlora_quantizes_gpt2_conv1d_layers_and_matches_real_bitsandbytes_step()
     # 64x16 = 5,120; 2 layers: 32,768.
     assert sim.trainable_parameters == 32_768
     assert _err(sim.steady.bytes, meas.step_peaks[1]) < 5e-3
+
+
+# --- gradient accumulation ------------------------------------------------------
+
+def test_grad_accumulation_keeps_the_gradients_through_the_next_micro_batch_and_matches_real_step():
+    one = TrainSetup(mode="full", precision="fp32", device="cpu")
+    acc = TrainSetup(mode="full", precision="fp32", grad_accumulation=4, device="cpu")
+    built, plain, _ = _compare(LLAMA, one)
+    _, accumulated, meas = _compare(LLAMA, acc)
+    # The real step runs the same micro-batches (the third and fourth repeat the second's state).
+    assert abs(accumulated.steady.bytes - meas.step_peaks[1]) <= 64
+    # By hand: from the second micro-batch on, every trainable weight's fp32 gradient is alive
+    # through forward and backward: at most 4 bytes x 202,048 parameters more at the peak.
+    # Parameters by hand: embedding and head 2 x 1000x64 = 128,000; per layer q, o 2 x 64x64,
+    # k, v (2 KV heads of 16) 2 x 64x32, MLP 3 x 64x128, 2 norms x 64 = 36,992; 2 layers and the
+    # final norm: 128,000 + 73,984 + 64 = 202,048.
+    params = 202_048
+    assert sum(p.numel() for p in built.model.parameters()) == params
+    assert 0 < accumulated.steady.bytes - plain.steady.bytes <= 4 * params

@@ -44,6 +44,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--task", choices=["causal-lm", "seq-cls", "token-cls", "masked-lm", "seq2seq-lm", "backbone"], help="the head you fine-tune (default: the config's architectures[0]); the checkpoint comparison keeps the published head")
     g.add_argument("--num-labels", type=int, default=2, help="classes for --task seq-cls / token-cls (default 2)")
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in backward (transformers' gradient_checkpointing_enable, non-reentrant)")
+    g.add_argument("--grad-accumulation", type=int, default=1, metavar="N", help="micro-batches per optimizer step (the Trainer's gradient_accumulation_steps; --batch is the micro-batch): later ones run with the gradients alive")
     g.add_argument("--headroom", type=float, default=1.15, help="a card fits when peak x headroom <= its memory (default 1.15)")
     g.add_argument("--context-len", type=int, help="inference: KV cache length in tokens (default: the input's)")
     g.add_argument("--epochs", type=int, default=10, help="epochs of the run (default 10)")
@@ -144,6 +145,7 @@ def _options(args):
             optimizer=args.optimizer,
             lora_rank=args.lora_rank,
             grad_checkpointing=args.grad_checkpointing,
+            grad_accumulation=args.grad_accumulation,
             headroom=args.headroom,
             context_len=args.context_len,
             attn_implementation=args.attn_implementation,
@@ -238,6 +240,7 @@ def _run_measure(argv: list[str]) -> int:
     p.add_argument("--optimizer", default="adamw")
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--grad-accumulation", type=int, default=1, metavar="N")
     p.add_argument("--lora-targets", metavar="NAMES", help="peft target_modules, e.g. q_proj,v_proj (default: all-linear)")
     p.add_argument("--lora-dropout", type=float, default=0.0)
     p.add_argument("--adapter-dtype", choices=["fp32", "bf16"])
@@ -275,6 +278,7 @@ def _run_measure(argv: list[str]) -> int:
         attn_implementation=args.attn_implementation,
         task=args.task,
         num_labels=args.num_labels,
+        grad_accumulation=args.grad_accumulation,
     )
     _write(result.model_dump_json(indent=2) if args.format == "json" else render_text(result), None)
     return 0

@@ -73,7 +73,7 @@ def run(spec: str, *, inputs: InputOptions, mode: str = "full", precision: str =
         lora_rank: int = 16, grad_checkpointing: bool = False, device: str = "cpu", steps: int = 2,
         trust_remote_code: bool = False, lora_targets: tuple[str, ...] | None = None, lora_dropout: float = 0.0,
         adapter_dtype: str | None = None, attn_implementation: str | None = None, task: str | None = None,
-        num_labels: int = 2) -> MeasureResult:
+        num_labels: int = 2, grad_accumulation: int = 1) -> MeasureResult:
     from .plan.measure import measure_model
     from .plan.memory import simulate
     from .plan.step import TrainSetup
@@ -97,7 +97,7 @@ def run(spec: str, *, inputs: InputOptions, mode: str = "full", precision: str =
     plan = plan_inputs(built.model, built.config, inputs, source.default_input_shape)
     setup = TrainSetup(mode=mode, precision=precision, optimizer=optimizer, grad_checkpointing=grad_checkpointing,
                        lora_rank=lora_rank, lora_targets=lora_targets, lora_dropout=lora_dropout, adapter_dtype=adapter_dtype,
-                       attn_implementation=attn_implementation, device=device)
+                       attn_implementation=attn_implementation, grad_accumulation=grad_accumulation, device=device)
     setup.validate()
     sim = simulate(built, plan, setup, steps=max(steps, 2))
     # Refuse a real run that cannot fit this machine.

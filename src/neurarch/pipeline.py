@@ -64,6 +64,7 @@ class PlanOptions:
     optimizer: str = "adamw"
     lora_rank: int = 16
     grad_checkpointing: bool = False
+    grad_accumulation: int = 1  # the Trainer's gradient_accumulation_steps (micro-batches per optimizer step)
     headroom: float = 1.15
     context_len: int | None = None  # inference KV cache length (default: the input's)
     attn_implementation: str | None = None  # eager | sdpa | flash_attention_2; None: transformers' pick on CUDA
@@ -103,7 +104,7 @@ class PlanOptions:
         return TrainSetup(mode=mode, precision=precision, optimizer=self.optimizer, grad_checkpointing=self.grad_checkpointing,
                           lora_rank=self.lora_rank, lora_targets=tuple(self.lora_targets) if self.lora_targets is not None else None,
                           lora_dropout=self.lora_dropout, adapter_dtype=self.adapter_dtype,
-                          attn_implementation=self.attn_implementation, device=device)
+                          attn_implementation=self.attn_implementation, grad_accumulation=self.grad_accumulation, device=device)
 
 
 @dataclass
@@ -326,6 +327,7 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
                 grad_checkpointing=p.grad_checkpointing, lora_rank=p.lora_rank, context_len=p.context_len,
                 lora_targets=tuple(p.lora_targets) if p.lora_targets else None, lora_dropout=p.lora_dropout,
                 adapter_dtype=p.adapter_dtype, attn_implementation=p.attn_implementation,
+                grad_accumulation=p.grad_accumulation if mode != "inference" else 1,
                 steady_only=b != plan.batch,
             )
         return cache[b]
@@ -414,6 +416,7 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
             lora_dropout=p.lora_dropout,
             adapter_dtype=p.adapter_dtype or "fp32",
             grad_checkpointing=p.grad_checkpointing,
+            grad_accumulation=p.grad_accumulation,
             headroom=p.headroom,
             batch=plan.batch,
             context_len=p.context_len,
@@ -485,6 +488,7 @@ def _cost(work, opts: Options, plan, trainable: int, cards, fits=None, multi=Non
         fsdp=lambda card: fsdp.get(card.name),
         trainable_by_mode=by_mode,
         param_bytes=param_bytes,
+        grad_accumulation=opts.plan.grad_accumulation if opts.plan is not None else 1,
     )
 
 

@@ -302,6 +302,7 @@ def estimate(
     fsdp: Callable[[Card], tuple[int, int | None] | None] | None = None,
     trainable_by_mode: dict[str, int] | None = None,
     param_bytes: int = 0,
+    grad_accumulation: int = 1,
 ) -> CostSection:
     """Cost of a run on each card.  ``fits(card)`` (from the memory plan) gives the
     largest batch per mode, ``fsdp(card)`` the FSDP plan (cards, batch per card)."""
@@ -317,7 +318,8 @@ def estimate(
             b = run.batch
             frozen = run.mode in ("lora", "qlora")
             n_train = run.trainable if run.trainable is not None else trainable
-            t = step_time(work, b, card, precision, n_train // run.gpus, frozen)
+            # One micro-batch's forward and backward; the optimizer step once per grad_accumulation of them.
+            t = step_time(work, b, card, precision, n_train // (run.gpus * grad_accumulation), frozen)
             if t is None:
                 why = "no bf16 support" if precision in ("bf16-mixed", "bf16") and not card.bf16 else "no rate or bandwidth data"
                 rows.append(CostCard(name=card.name, mode=run.mode, gpus=run.gpus, batch=b, fits=run.fits, note=why))

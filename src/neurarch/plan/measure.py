@@ -78,7 +78,11 @@ def allocator_events() -> Iterator[list[AllocatorTrace]]:
             if f.device.type == "cpu":
                 events.append((node.start_time_ns, int(f.alloc_size), int(f.ptr)))
         elif node.name.startswith(_PHASE_PREFIX):
-            ranges[node.name[len(_PHASE_PREFIX):]] = (node.start_time_ns, node.end_time_ns)
+            # A phase that runs more than once in a step (forward/backward of accumulated
+            # micro-batches) spans from its first start to its last end.
+            name = node.name[len(_PHASE_PREFIX):]
+            a, b = ranges.get(name, (node.start_time_ns, node.end_time_ns))
+            ranges[name] = (min(a, node.start_time_ns), max(b, node.end_time_ns))
     events.sort(key=lambda e: e[0])
     box.append(AllocatorTrace(events, ranges))
 
@@ -201,10 +205,13 @@ def measure_cuda(
     baseline = torch.cuda.memory_allocated(dev)
     step_peaks = []
 
+    started: set[int] = set()
+
     class _Reset(Observer):
         @contextlib.contextmanager
         def phase(self, step: int, name: str):
-            if name == "forward":
+            if name == "forward" and step not in started:  # a step's first micro-batch
+                started.add(step)
                 torch.cuda.synchronize()
                 if step_peaks or step > 1:
                     step_peaks.append(torch.cuda.max_memory_allocated(dev))

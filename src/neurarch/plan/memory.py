@@ -234,9 +234,26 @@ class _Watch(Observer):
 
 def _decide_survival(lives: list[Life], marks: list[tuple[int, int, str]]) -> None:
     """Set life.survives_forward / survives_optimizer from the phase boundaries."""
-    ends = {(step, phase[4:]): ev for ev, step, phase in marks if phase.startswith("end-")}
+    import bisect
+
+    ends: dict[tuple[int, str], list[int]] = {}
+    for ev, step, phase in marks:
+        if phase.startswith("end-"):
+            ends.setdefault((step, phase[4:]), []).append(ev)
+    for evs in ends.values():
+        evs.sort()
+
+    def end_of(life: Life) -> int | None:
+        # The end of the phase the life was made in (a step with gradient accumulation runs
+        # forward and backward once per micro-batch: the first end after its start).
+        evs = ends.get((life.step, life.phase))
+        if not evs:
+            return None
+        i = bisect.bisect_left(evs, life.start)
+        return evs[i] if i < len(evs) else evs[-1]
+
     for life in lives:
-        boundary = ends.get((life.step, life.phase))
+        boundary = end_of(life)
         life.survives_forward = life.phase in ("forward", "prefill", "decode") and (life.end is None or (boundary is not None and life.end > boundary))
         life.survives_optimizer = life.phase == "optimizer" and (life.end is None or (boundary is not None and life.end > boundary))
 
@@ -396,7 +413,9 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
 
     tracker, watch = _run(model, setup, body, plan, record_ops, values)
     lives = tracker.lives
-    starts = {(step, ph): ev for ev, step, ph in watch.phase_starts}
+    starts: dict = {}
+    for ev, step, ph in watch.phase_starts:  # the first micro-batch's start; the one optimizer step's end
+        starts.setdefault((step, ph), ev)
     step_peaks = []
     for s in ([2] if steady_only else range(1, steps + 1)):
         lo = starts.get((s, "forward"), 0)
@@ -768,6 +787,7 @@ def estimate_with_curve(
     lora_dropout: float = 0.0,
     adapter_dtype: str | None = None,
     attn_implementation: str | None = None,
+    grad_accumulation: int = 1,
     device: str = "cuda",
     steps: int = 2,
     context_len: int | None = None,
@@ -782,7 +802,7 @@ def estimate_with_curve(
     """
     setup = TrainSetup(mode=mode, precision=precision, optimizer=optimizer, grad_checkpointing=grad_checkpointing,
                        lora_rank=lora_rank, lora_targets=lora_targets, lora_dropout=lora_dropout, adapter_dtype=adapter_dtype,
-                       attn_implementation=attn_implementation, device=device)
+                       attn_implementation=attn_implementation, grad_accumulation=grad_accumulation, device=device)
     setup.validate()
     sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth,
                         steady_only=steady_only and mode != "inference")

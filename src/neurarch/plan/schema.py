@@ -56,6 +56,7 @@ class MemoryAssumptions(_Model):
     optimizer: str
     lora_rank: int
     grad_checkpointing: bool
+    grad_accumulation: int = Field(1, description="Micro-batches per optimizer step (the Trainer's gradient_accumulation_steps); batch is the micro-batch.")
     headroom: float = Field(description="A card fits a batch when peak_bytes x headroom <= its memory.")
     batch: int
     context_len: Optional[int] = None

@@ -52,6 +52,10 @@ class TrainSetup:
     precision: str = "bf16-mixed"
     optimizer: str = "adamw"
     grad_checkpointing: bool = False
+    # The Trainer's gradient_accumulation_steps: micro-batches whose gradients add up before
+    # one optimizer step.  From the second on, each runs with the gradients of the ones before
+    # alive; the third and later repeat the second's state, so at most two are run.
+    grad_accumulation: int = 1
     lora_rank: int = DEFAULT_LORA_RANK
     # peft's target_modules: None = neurarch's all-linear rule (see lora_targets); else module
     # names matched as peft matches them (the whole name or its last components).
@@ -79,6 +83,8 @@ class TrainSetup:
                 raise PlanOptionError(f"unknown memory {name} {value!r}: choose one of {', '.join(allowed)}")
         if not isinstance(self.lora_rank, int) or not 1 <= self.lora_rank <= 4096:
             raise PlanOptionError(f"--lora-rank must be an integer from 1 to 4096, got {self.lora_rank!r}")
+        if not isinstance(self.grad_accumulation, int) or not 1 <= self.grad_accumulation <= 65_536:
+            raise PlanOptionError(f"--grad-accumulation must be an integer from 1 to 65,536, got {self.grad_accumulation!r}")
         if not isinstance(self.lora_dropout, (int, float)) or not 0.0 <= self.lora_dropout < 1.0:
             raise PlanOptionError(f"--lora-dropout must be at least 0 and below 1, got {self.lora_dropout!r}")
         if self.adapter_dtype is not None and self.adapter_dtype not in ADAPTER_DTYPES:
@@ -642,17 +648,24 @@ def train(
     first_step: int = 1,
 ) -> None:
     """``steps`` training steps, numbered from ``first_step``; every reference is
-    dropped where a training loop drops it."""
+    dropped where a training loop drops it.  With gradient accumulation each step
+    runs its micro-batches' forward and backward (the loss divided by their
+    number, as the Trainer does), at most two (see TrainSetup.grad_accumulation),
+    then one optimizer step."""
+    accumulate = setup.grad_accumulation
     for step in range(first_step, first_step + steps):
-        with observer.phase(step, "forward"):
-            with autocast_for(setup, device_type):
-                out = model(**batch)
-                loss = loss_fn(out)
-            del out
-        with observer.phase(step, "backward"):
-            loss.backward()
-            del loss
-            observer.after_backward(model)
+        for _ in range(min(accumulate, 2)):
+            with observer.phase(step, "forward"):
+                with autocast_for(setup, device_type):
+                    out = model(**batch)
+                    loss = loss_fn(out)
+                    if accumulate > 1:
+                        loss = loss / accumulate
+                del out
+            with observer.phase(step, "backward"):
+                loss.backward()
+                del loss
+                observer.after_backward(model)
         with observer.phase(step, "optimizer"):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

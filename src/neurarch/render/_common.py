@@ -176,6 +176,7 @@ def memory_summary(report: Report) -> list[str]:
         lines.append(
             f"Batch {a.batch}, {a.precision}, optimizer {a.optimizer}, {lora}"
             + (", gradient checkpointing" if a.grad_checkpointing else "")
+            + (f", {a.grad_accumulation} micro-batches per optimizer step" if a.grad_accumulation > 1 else "")
             + f"; a card fits when peak x {a.headroom:g} <= its memory. {a.method}."
         )
         if a.attn_implementation:
