@@ -85,10 +85,13 @@ class Source:
 
 HF_SINGLE_GPU = Source(
     key="hf-single-gpu",
-    title="Efficient Training on a Single GPU (Transformers documentation, v4.21-v4.26)",
-    url="https://huggingface.co/docs/transformers/v4.21.0/en/perf_train_gpu_one",
-    section="sections Vanilla Training, Gradient Accumulation, Gradient Checkpointing, FP16 Training, Adafactor, 8-bit Adam "
-            "(source file docs/source/en/perf_train_gpu_one.mdx of huggingface/transformers)",
+    title="Efficient Training on a Single GPU (Transformers documentation v4.21.0)",
+    url="https://huggingface.co/docs/transformers/v4.21.0/perf_train_gpu_one",
+    section="sections Vanilla Training, Gradient Accumulation, Gradient Checkpointing, FP16 Training, Adafactor and 8-bit Adam "
+            "(source file docs/source/en/perf_train_gpu_one.mdx of huggingface/transformers). Later versions split the page: "
+            "\"Model training anatomy\" (https://huggingface.co/docs/transformers/model_memory_anatomy) keeps the setup, the "
+            "context, the model-loaded and the vanilla figures (1343, 2631 and 14949 MB); \"Methods and tools for efficient "
+            "training on a single GPU\" no longer prints the other figures",
     measured="nvidia-smi",
     gpu="Tesla V100-SXM2 16 GB (the page's nvidia-smi printout: driver 460.91.03, CUDA 11.2)",
     workspace=CUBLAS_WORKSPACE_OTHER,
@@ -108,9 +111,9 @@ HF_SINGLE_GPU = Source(
 PEFT_README = Source(
     key="peft-readme",
     title="PEFT README, \"Get comparable performance to full finetuning by adapting LLMs to downstream tasks using consumer hardware\"",
-    url="https://github.com/huggingface/peft#use-cases",
+    url="https://github.com/huggingface/peft/blob/0032f32a82fcec45748606a1b9dcc52986cef168/README.md#use-cases",
     section="table \"GPU memory required for adapting LLMs on the few-shot dataset ought/raft/twitter_complaints\" "
-            "(columns Full Finetuning and PEFT-LoRA PyTorch; README.md of huggingface/peft, early 2023)",
+            "(columns Full Finetuning and PEFT-LoRA PyTorch; README.md of huggingface/peft at commit 0032f32, early 2023)",
     measured="max_memory_allocated",
     gpu="A100 80GB (\"Hardware: Single A100 80GB GPU with CPU RAM above 64GB\")",
     workspace=CUBLAS_WORKSPACE_OTHER,
@@ -119,9 +122,9 @@ PEFT_README = Source(
     # writes e.g. "14.4GB". We read X GB as X * 1000 MiB; read as GiB every figure would be 2.4 % higher.
     unit_bytes=1000 * MiB,
     setup="The README names neither the script nor the settings behind the table. The example scripts of that time "
-          "(examples/conditional_generation/peft_lora_seq2seq_accelerate_ds_zero3_offload.py for T0_3B and "
-          "examples/causal_language_modeling/peft_lora_clm_accelerate_ds_zero3_offload.py for bloomz-7b1, run without "
-          "DeepSpeed for the \"PyTorch\" column) use: LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1) with peft's default "
+          "(examples/conditional_generation/pet_lora_seq2seq_accelerate_ds_zero3_offload.py at commit 30c54dc for T0_3B and "
+          "examples/causal_language_modeling/pet_lora_clm_accelerate_ds_zero3_offload.py at commit 9ef0d85 for bloomz-7b1, "
+          "from when the library was called pet; presumably run without DeepSpeed for the \"PyTorch\" column) use: LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1) with peft's default "
           "target modules (t5/mt5: q, v; bloom: query_key_value), batch size 8, no mixed precision (fp32), "
           "torch.optim.AdamW, optimizer.zero_grad() (torch 1.13: grads kept, zeroed), and the figure printed is "
           "\"GPU Total Peak Memory consumed during the train (max)\" = max_memory_allocated in MiB, reset per epoch. "
