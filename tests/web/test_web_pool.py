@@ -19,8 +19,8 @@ from neurarch.web.service import Service
 from web_fixtures import TINY_BERT
 
 
-def job(batch: int, **extra) -> dict:
-    values = O.normalize({"modes": ["full"], "batch": batch})
+def job(batch: int, plan: bool = True, **extra) -> dict:
+    values = O.normalize({"modes": ["full"], "batch": batch, "plan": plan})
     return {"kind": "config", "name": f"paste:tiny{batch}", "config": TINY_BERT, "options": values, **extra}
 
 
@@ -35,7 +35,7 @@ def test_pool_limits_queue_and_coalescing(tmp_path):
         try:
             engine = connect(f"sqlite:///{tmp_path / 's.db'}")
             service = Service(engine, pool, time_limit_s=120)
-            values = O.normalize({"modes": ["full"]})
+            values = O.normalize({"plan": False})  # the trace only: enough to keep two more requests waiting
 
             # 1. Three identical requests at once: one computation, two waiters.
             results = await asyncio.gather(*(service.paste_report("a" * 64, TINY_BERT, values) for _ in range(3)))
@@ -73,7 +73,7 @@ def test_pool_limits_queue_and_coalescing(tmp_path):
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)  # the old worker is gone
             pool.memory_limit_bytes = 8 << 30
-            ok = await pool.submit(job(6))
+            ok = await pool.submit(job(6, plan=False))
             assert ok[0] == "ok"
             engine.dispose()
         finally:
