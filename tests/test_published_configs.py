@@ -70,3 +70,33 @@ def test_provenance_covers_every_config():
     for r in rows:
         assert r["provenance_for_users"].startswith(("tier A:", "tier B:", "tier C:")), r["file"]
         json.loads((CONFIGS / r["file"]).read_text())  # every file is valid JSON
+
+
+def _published_script():
+    import importlib.util
+    import sys
+
+    path = CONFIGS.parent.parent / "published.py"
+    spec = importlib.util.spec_from_file_location("published_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_published_rows_match_their_sources_by_hand():
+    pub = _published_script()
+    rows = {r.id: r for r in pub.ROWS}
+    assert len(rows) == len(pub.ROWS)  # ids are unique
+    for r in pub.ROWS:
+        assert (CONFIGS / f"{r.setup.config}.json").exists(), r.id
+    # pynvml's memory.used // 1024**2 prints MiB: "GPU memory occupied: 14949 MB." = 14949 * 1,048,576 bytes
+    assert pub.quoted_bytes(rows["bert-vanilla"]) == 14949 * 1_048_576 == 15_675_162_624
+    # the peft README's "14.4GB" is read as 14.4 * 1000 MiB = 14,400 * 1,048,576 bytes
+    assert pub.quoted_bytes(rows["t0-lora"]) == 14_400 * 1_048_576
+    # nvidia-smi rows: the simulated rounded peak (peak_bytes - neurarch's overhead), two V100 cuBLAS workspaces
+    # (4096 KiB * 2 + 16 KiB * 8 = 8,519,680 bytes each) and the 1343 MB context the page printed
+    est = {"peak_tensor_bytes": 10_000, "peak_bytes": 5_000_000_000, "overhead_bytes": 354_382_744}
+    assert pub.ours(rows["bert-vanilla"], est) == 5_000_000_000 - 354_382_744 + 2 * 8_519_680 + 1343 * 1_048_576
+    # max_memory_allocated rows: the peak of live tensor bytes as simulated
+    assert pub.ours(rows["t0-lora"], est) == 10_000
