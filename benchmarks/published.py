@@ -272,6 +272,11 @@ def command(row: Row, help_text: str) -> tuple[list[str], list[str]]:
     args += ["--optimizer", optimizer]
     if s.grad_checkpointing:
         args.append("--grad-checkpointing")
+    if s.grad_accumulation > 1:
+        if has("--grad-accumulation"):
+            args += ["--grad-accumulation", str(s.grad_accumulation)]
+        else:
+            missing.append(f"--grad-accumulation {s.grad_accumulation} (ran steps of one micro-batch: the kept gradients are missing)")
     if has("--attn-implementation"):
         args += ["--attn-implementation", s.attention]
     else:
@@ -307,9 +312,6 @@ def not_expressible(row: Row) -> list[str]:
                    "(torch 2's default), so its peak misses up to one gradient copy of the trainable weights")
     if s.decoder_seq is not None:
         out.append(f"decoder length {s.decoder_seq} (labels): neurarch gives the decoder as many tokens as the encoder ({s.seq})")
-    if s.grad_accumulation > 1:
-        out.append(f"gradient accumulation over {s.grad_accumulation} micro-batches: simulated as steps of one micro-batch "
-                   "(the peak is a micro-batch's; accumulation adds the kept gradients, see the line above)")
     return out
 
 
