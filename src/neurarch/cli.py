@@ -91,6 +91,20 @@ def _catalog_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _recipe(args) -> dict:
+    """The recipe flags the plan and measure share, as keyword arguments."""
+    targets = args.lora_targets
+    return dict(
+        attn_implementation=args.attn_implementation,
+        lora_targets=tuple(t.strip() for t in targets.split(",") if t.strip()) if targets is not None else None,
+        lora_dropout=args.lora_dropout,
+        adapter_dtype=args.adapter_dtype,
+        task=args.task,
+        num_labels=args.num_labels,
+        grad_accumulation=args.grad_accumulation,
+    )
+
+
 def _options(args):
     from .inputs import InputOptions, parse_shape
     from .pipeline import Options
@@ -145,15 +159,9 @@ def _options(args):
             optimizer=args.optimizer,
             lora_rank=args.lora_rank,
             grad_checkpointing=args.grad_checkpointing,
-            grad_accumulation=args.grad_accumulation,
             headroom=args.headroom,
             context_len=args.context_len,
-            attn_implementation=args.attn_implementation,
-            lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()) if args.lora_targets is not None else None,
-            lora_dropout=args.lora_dropout,
-            adapter_dtype=args.adapter_dtype,
-            task=args.task,
-            num_labels=args.num_labels,
+            **_recipe(args),
         )
         plan.validate(args.precision)
     if not (args.cost or args.plan) and (args.tokens or args.samples or args.price):
@@ -272,13 +280,7 @@ def _run_measure(argv: list[str]) -> int:
         device=args.device,
         steps=args.steps,
         trust_remote_code=args.trust_remote_code,
-        lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()) if args.lora_targets is not None else None,
-        lora_dropout=args.lora_dropout,
-        adapter_dtype=args.adapter_dtype,
-        attn_implementation=args.attn_implementation,
-        task=args.task,
-        num_labels=args.num_labels,
-        grad_accumulation=args.grad_accumulation,
+        **_recipe(args),
     )
     _write(result.model_dump_json(indent=2) if args.format == "json" else render_text(result), None)
     return 0
