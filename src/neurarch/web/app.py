@@ -113,7 +113,7 @@ class Status(BaseModel):
     reports_stored: int
 
 
-BADGE_KINDS = ("params", "fits", "verifier")
+BADGE_KINDS = ("params", "fits", "verifier", "changes")  # changes: from the revision tracker's store
 
 
 # ---------------------------------------------------------------- middleware
@@ -416,13 +416,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return keep_page(request, render(request, res, fmt, values=values, revision=revision, twin_base=f"/models/{raw}", query=query))
 
     @app.get("/badge/{model_id:path}/{kind}.json", response_model=Badge, response_model_exclude_none=True,
-             summary="A shields.io endpoint badge: params, fits or verifier",
+             summary="A shields.io endpoint badge: params, fits, verifier or changes (what changed upstream)",
              description="Errors about the model itself (not found, unreachable Hub, time limit) are a badge with isError.",
              responses=openapi_responses(400, 404, 422, 429))
     async def badge(request: Request, model_id: str, kind: str, _doc=Depends(query_doc)):
         if kind not in BADGE_KINDS:
             raise ApiError(400, "bad_option", f"unknown badge {kind!r}; choose one of {', '.join(BADGE_KINDS)}", "kind")
         check_model_id(model_id)
+        if kind == "changes":  # read from the tracker's store: no plan is computed
+            from .changes_routes import changes_badge
+
+            return JSONResponse(Badge(**await run_in_threadpool(changes_badge, request, model_id)).model_dump(exclude_none=True))
         values = options_from_query(request)
         try:
             res = await model_result(request, model_id, request.query_params.get("revision") or None, values)

@@ -82,6 +82,19 @@ def _index(engine) -> list[dict]:
     return out
 
 
+def changes_badge(request: Request, repo_id: str) -> dict:
+    """The fields of the ``changes`` shields badge: how many changes the store holds for the repo
+    (those whose commits vanished from a rewritten history not counted) and the latest one's date."""
+    h = storage.stored_history(repo_id, None, _engine(request))
+    if h is None:
+        return {"label": "upstream changes", "message": "not tracked", "color": "lightgrey"}
+    live = [c for c in h.changes if not c.vanished]
+    if not live:
+        return {"label": "upstream changes", "message": f"none in {len(h.revisions)} revisions", "color": "brightgreen"}
+    latest = max(c.date for c in live).date().isoformat()
+    return {"label": "upstream changes", "message": f"{len(live)} since first read, latest {latest}", "color": "blue"}
+
+
 @router.get("/changes", response_class=HTMLResponse, summary="Every tracked model repo (What changed upstream)")
 async def changes_index(request: Request):
     repos = await run_in_threadpool(_index, _engine(request))
