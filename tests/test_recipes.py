@@ -286,3 +286,27 @@ def test_grad_accumulation_keeps_the_gradients_through_the_next_micro_batch_and_
     params = 202_048
     assert sum(p.numel() for p in built.model.parameters()) == params
     assert 0 < accumulated.steady.bytes - plain.steady.bytes <= 4 * params
+
+
+# --- the decoder's length -------------------------------------------------------
+
+T5 = {"architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "d_model": 64, "d_ff": 128, "d_kv": 16,
+      "num_heads": 4, "num_layers": 2, "num_decoder_layers": 2, "vocab_size": 500, "feed_forward_proj": "gated-gelu"}
+
+
+def test_decoder_seq_len_sets_the_labels_length_and_matches_real_step():
+    # peft's seq2seq examples train on 3-token labels under a 64-token encoder input.
+    built = build_from_config(dict(T5), "test")
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=64, decoder_seq_len=3))
+    assert {t.name: t.shape for t in plan.tensors}["decoder_input_ids"] == (2, 3)
+    setup = TrainSetup(mode="lora", precision="fp32", device="cpu")
+    sim = simulate(built, plan, setup)
+
+    def make():
+        with torch.device("cpu"):
+            return type(built.model)(built.config)
+
+    meas = measure_cpu(make, built.config, plan, setup)
+    assert _err(sim.steady.bytes, meas.step_peaks[1]) < 1e-3
+    same = simulate(built, plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=64)), setup)
+    assert sim.steady.bytes < same.steady.bytes  # 3 decoder tokens keep less than 64

@@ -31,6 +31,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seq-len", type=int, help="tokens per sample for text models (default 2048 decoders / 512 encoders, capped by the model's positions)")
     g.add_argument("--image-size", type=int, help="image side in pixels (default: the config's image_size, else 224)")
     g.add_argument("--input-shape", help="per-sample shape for plain modules, e.g. 3,224,224 or 64")
+    g.add_argument("--decoder-seq-len", type=int, help="encoder-decoders: the decoder's tokens, i.e. the labels' length (default: as many as the encoder's)")
     g = p.add_argument_group("plan: what it costs to run (--cost; --plan adds it)")
     g.add_argument("--cost", action="store_true", help="price a training run on every card (roofline estimate)")
     g.add_argument("--plan", action="store_true", help="the full plan: GPU memory per mode, what fits on which card, sharded plans, and the cost")
@@ -120,6 +121,7 @@ def _options(args):
         seq_len=args.seq_len,
         image_size=args.image_size,
         input_shape=parse_shape(args.input_shape) if args.input_shape else None,
+        decoder_seq_len=args.decoder_seq_len,
     )
     inputs.validate()
     from .verify import parse_disable
@@ -261,6 +263,7 @@ def _run_measure(argv: list[str]) -> int:
     p.add_argument("--seq-len", type=int)
     p.add_argument("--image-size", type=int)
     p.add_argument("--input-shape")
+    p.add_argument("--decoder-seq-len", type=int)
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--format", "-f", choices=["text", "json"], default="text")
     p.add_argument("--debug", action="store_true")
@@ -271,7 +274,8 @@ def _run_measure(argv: list[str]) -> int:
     result = run(
         args.model,
         inputs=InputOptions(batch=args.batch, seq_len=args.seq_len, image_size=args.image_size,
-                            input_shape=parse_shape(args.input_shape) if args.input_shape else None),
+                            input_shape=parse_shape(args.input_shape) if args.input_shape else None,
+                            decoder_seq_len=args.decoder_seq_len),
         mode=args.mode,
         precision=args.precision,
         optimizer=args.optimizer,

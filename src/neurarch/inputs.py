@@ -268,10 +268,13 @@ class InputOptions:
     seq_len: int | None = None
     image_size: int | None = None
     input_shape: tuple[int, ...] | None = None
+    # Encoder-decoders: the decoder's tokens (the labels' length); None = as many as the encoder's.
+    decoder_seq_len: int | None = None
 
     def validate(self) -> None:
         limits.check_option("batch", self.batch, limits.MAX_BATCH)
         limits.check_option("seq_len", self.seq_len, limits.MAX_SEQ_LEN)
+        limits.check_option("decoder_seq_len", self.decoder_seq_len, limits.MAX_SEQ_LEN)
         limits.check_option("image_size", self.image_size, limits.MAX_IMAGE)
         if self.input_shape is not None:
             if not self.input_shape or any(d <= 0 for d in self.input_shape):
@@ -1041,13 +1044,14 @@ def _add_decoder(ctx: _Ctx, main: str) -> None:
     if "decoder_input_ids" not in p or not (getattr(cfg, "is_encoder_decoder", False) or "decoder_input_ids" in _required(p)):
         return
     dec_cfg = _sub(cfg, "decoder", "decoder_config", "text_config") or cfg
-    dec_seq = _text_seq(ctx, dec_cfg, decoder=True) if main != "input_ids" else (ctx.seq or _text_seq(ctx))
+    asked = ctx.opts.decoder_seq_len
+    dec_seq = asked or (_text_seq(ctx, dec_cfg, decoder=True) if main != "input_ids" else (ctx.seq or _text_seq(ctx)))
     cap = _max_positions(dec_cfg) or _int(_get(cfg, "max_target_positions"))
     if cap is not None:
         dec_seq = min(dec_seq, cap)
     vocab, avoid = _vocab(dec_cfg), special_ids(cfg)
     ctx.specs["decoder_input_ids"] = TensorSpec("decoder_input_ids", (b, dec_seq), torch.long, vocab, avoid=avoid)
-    ctx.how.append(f"decoder_input_ids of {dec_seq} tokens")
+    ctx.how.append(f"decoder_input_ids of {dec_seq} tokens" + (" (--decoder-seq-len)" if asked else ""))
     codebooks = _int(_get(dec_cfg, "num_channels", "num_codebooks"))
     if codebooks and codebooks > 1:  # audio decoders: one token per codebook per step
         per_codebook = TensorSpec("decoder_input_ids", (b, dec_seq, codebooks), torch.long, vocab, avoid=avoid)

@@ -18,6 +18,7 @@ models take a different path there, e.g. a sum over the batch becomes a copy.)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -137,7 +138,7 @@ def _count_once(model: nn.Module, plan: InputPlan, float_bytes: int, cfg, mode, 
 def _count_at_2_and_3(model: nn.Module, cfg, opts: InputOptions, float_bytes: int, default_shape) -> tuple[OpCounter, OpCounter]:
     works = []
     for b in (2, 3):
-        o = InputOptions(batch=b, seq_len=opts.seq_len, image_size=opts.image_size, input_shape=opts.input_shape)
+        o = dataclasses.replace(opts, batch=b)
         works.append(_count(model, plan_inputs(model, cfg, o, default_shape), float_bytes, cfg))
     c1, c2 = works
     if [r.op for r in c1.records] != [r.op for r in c2.records]:
