@@ -272,6 +272,11 @@ def command(row: Row, help_text: str) -> tuple[list[str], list[str]]:
     args += ["--optimizer", optimizer]
     if s.grad_checkpointing:
         args.append("--grad-checkpointing")
+    if s.decoder_seq is not None:
+        if has("--decoder-seq-len"):
+            args += ["--decoder-seq-len", str(s.decoder_seq)]
+        else:
+            missing.append(f"--decoder-seq-len {s.decoder_seq} (ran the decoder as long as the encoder, {s.seq} tokens)")
     if s.grad_accumulation > 1:
         if has("--grad-accumulation"):
             args += ["--grad-accumulation", str(s.grad_accumulation)]
@@ -310,8 +315,6 @@ def not_expressible(row: Row) -> list[str]:
     if not s.zero_grad_to_none:
         out.append("gradients kept between steps (torch 1.x zero_grad() without set_to_none): neurarch frees them "
                    "(torch 2's default), so its peak misses up to one gradient copy of the trainable weights")
-    if s.decoder_seq is not None:
-        out.append(f"decoder length {s.decoder_seq} (labels): neurarch gives the decoder as many tokens as the encoder ({s.seq})")
     return out
 
 
