@@ -225,6 +225,10 @@ def test_a_failing_cost_section_leaves_the_memory_plan(tmp_path, capsys, monkeyp
     rc = main([str(tmp_path), "--plan", "--modes", "inference", "--seq-len", "16"])
     text = capsys.readouterr().out
     assert rc == 0 and "section cost failed: RuntimeError: the roofline broke" in text
+    for fmt in ("markdown", "html"):
+        rc = main([str(tmp_path), "--plan", "--modes", "inference", "--seq-len", "16", "--format", fmt])
+        out = capsys.readouterr().out
+        assert rc == 0 and "Sections that failed" in out and "RuntimeError: the roofline broke" in out
 
 
 # --- cost prices what fits ------------------------------------------------------

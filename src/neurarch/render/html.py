@@ -121,6 +121,9 @@ def render_html(report: Report) -> str:
         for err in report.verifier.rule_errors:
             parts.append(f"<p class=bad>rule {e(err.rule)} failed on this model ({e(err.error)}); the other rules ran.</p>")
         parts.append(f"<p class=meta>{e(counts_line(report.verifier))}. {e(context_line(report.verifier))}</p>")
+    if report.errors:
+        parts.append("<h2>Sections that failed</h2><p>The rest of the report stands.</p><ul>"
+                     + "".join(f"<li><code>{e(k)}</code>: {e(v)}</li>" for k, v in report.errors.items()) + "</ul>")
     if report.warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")
     parts.append(f"<p class=meta>{e(report.tool)}, report schema {e(report.schema_version)}</p></body></html>\n")

@@ -89,6 +89,9 @@ def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
         from ..verify.text import section
 
         out += ["", section(report.findings, report.verifier, markdown=True)]
+    if report.errors:
+        out += ["", "## Sections that failed", "", "The rest of the report stands.", ""]
+        out += [f"- `{_esc(k)}`: {_esc(v)}" for k, v in report.errors.items()]
     if report.warnings:
         out += ["", "## Warnings", ""]
         out += [f"- {_esc(w)}" for w in report.warnings]
