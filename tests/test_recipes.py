@@ -17,15 +17,8 @@ from neurarch.plan.measure import measure_cpu
 from neurarch.plan.memory import simulate
 from neurarch.plan.step import TrainSetup
 
-LLAMA = {
-    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
-    "max_position_embeddings": 256, "tie_word_embeddings": False,
-}
-BERT_MLM = {
-    "model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": 64, "intermediate_size": 128,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 128,
-}
+from tiny_configs import BERT as BERT_MLM
+from tiny_configs import LLAMA, MIXTRAL
 
 
 def _compare(raw, setup, batch=2, seq=64, onednn=True, **build):
@@ -187,13 +180,6 @@ def test_cli_task_keeps_the_published_head_for_the_checkpoint_comparison(tmp_pat
 
 
 # --- a failing section does not take the report down ----------------------------
-
-MIXTRAL = {
-    "model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 500,
-    "num_local_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 256,
-}
-
 
 def test_fp32_moe_plan_has_its_cost(tmp_path, capsys):
     # Before: the cost count ran the grouped expert matmul on plain fake tensors, whose meta

@@ -378,15 +378,6 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
     return Jobs({n: jobs[n] for n in order})
 
 
-OPTIMIZER_IMPLEMENTATIONS = {
-    "adamw": "torch.optim.AdamW, foreach (multi-tensor: torch's default on CUDA; its step keeps a scratch copy per parameter group)",
-    "adamw-fused": "torch.optim.AdamW(fused=True) (the Hugging Face Trainer's adamw_torch_fused, its default with torch >= 2.8): no multi-tensor scratch",
-    "adamw-8bit": "bitsandbytes AdamW8bit (blockwise 8-bit state)",
-    "sgd": "torch.optim.SGD, momentum 0.9, foreach",
-    "adafactor": "torch.optim.Adafactor, foreach",
-}
-
-
 def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: dict, attention=(None, "", None)):
     """memory.<mode> at the input batch, each card's largest batch per mode, the
     multi-GPU plans, and the cost's per-op work, from the jobs' results.  A
@@ -394,6 +385,7 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
     in ``errors`` under its JSON path; the others stand."""
     from .plan.fit import CardFit
     from .plan.schema import MemoryAssumptions, MemorySection
+    from .plan.step import OPTIMIZER_IMPLEMENTATIONS
 
     p = opts.plan
     results = jobs.results()

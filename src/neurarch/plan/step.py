@@ -28,6 +28,14 @@ from ..inputs import InputPlan, TensorSpec
 MODES = ("full", "lora", "qlora", "inference")
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor")
+# What each optimizer is on the card, as the report says it (make_optimizer builds them).
+OPTIMIZER_IMPLEMENTATIONS = {
+    "adamw": "torch.optim.AdamW, foreach (multi-tensor: torch's default on CUDA; its step keeps a scratch copy per parameter group)",
+    "adamw-fused": "torch.optim.AdamW(fused=True) (the Hugging Face Trainer's adamw_torch_fused, its default with torch >= 2.8): no multi-tensor scratch",
+    "adamw-8bit": "bitsandbytes AdamW8bit (blockwise 8-bit state)",
+    "sgd": "torch.optim.SGD, momentum 0.9, foreach",
+    "adafactor": "torch.optim.Adafactor, foreach",
+}
 # transformers' names (config._attn_implementation); None: what transformers picks on a CUDA card.
 ATTENTIONS = ("eager", "sdpa", "flash_attention_2")
 ADAPTER_DTYPES = ("fp32", "bf16")
