@@ -103,7 +103,9 @@ def test_chunked_big_body_is_cut_off(server):
         s.sendall(b"POST /api/v1/plan HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
         reply = b""
         while sent < 10_000_000:
-            readable, _, _ = select.select([s], [], [], 0)
+            # Wait a moment for the answer after each chunk: without it a loaded machine lets the
+            # client fill the loopback buffers (several MB) before the server's 413 is read.
+            readable, _, _ = select.select([s], [], [], 0.05)
             if readable:
                 reply = s.recv(4096)
                 break
