@@ -383,8 +383,8 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
     multi-GPU plans, and the cost's per-op work, from the jobs' results.  A
     section that fails (the cost count, the multi-GPU plans) leaves its error
     in ``errors`` under its JSON path; the others stand."""
-    from .plan.fit import CardFit
-    from .plan.schema import MemoryAssumptions, MemorySection
+    from .plan.fit import card_fit
+    from .report.memory import MemoryAssumptions, MemorySection
     from .plan.step import OPTIMIZER_IMPLEMENTATIONS
 
     p = opts.plan
@@ -420,7 +420,7 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
             "peak_bytes adds caching-allocator rounding and fixed CUDA overhead",
         )
     )
-    fits = [CardFit.for_card(c) for c in cards or []]
+    fits = [card_fit(c) for c in cards or []]
     multi: list = []
     for mode in p.modes:
         ok, value = results[mode]

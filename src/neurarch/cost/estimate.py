@@ -33,7 +33,7 @@ from ..plan.step import PlanOptionError, label_specs, loss_of
 from ..trace.fake import ValueMode, needs_value
 from ..trace.run import _loss
 from .counter import OpCounter, OpRecord
-from .schema import CostAssumptions, CostCard, CostHeadline, CostSection
+from ..report.cost import CostAssumptions, CostCard, CostHeadline, CostSection
 
 # Achievable fractions of peak, measured on an NVIDIA H200 in this project's
 # device notes (2026-10-28): an 8192^3 bf16 matmul through PyTorch ran at

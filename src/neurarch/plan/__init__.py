@@ -12,7 +12,7 @@ See ``docs/accuracy.md`` for the measured error.
 
 from .measure import Measurement, measure_cpu, measure_cuda, measure_model, real_factory
 from .memory import Simulation, estimate, max_batch, memory_section, simulate, simulate_inference, with_batch
-from .schema import MemoryBreakdown, MemoryMode, MemorySection
+from ..report.memory import MemoryBreakdown, MemoryMode, MemorySection
 from .step import PlanOptionError, TrainSetup
 
 __all__ = [

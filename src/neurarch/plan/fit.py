@@ -21,42 +21,16 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-from pydantic import BaseModel, Field
-
 from ..cards import Card
+from ..report.fit import CardFit, MultiGpuPlan
 
 DEFAULT_HEADROOM = 1.15
 MAX_BATCH_SEARCHED = 65_536
 
 
-class _Model(BaseModel):
-    model_config = {"extra": "forbid"}
-
-
-class CardFit(_Model):
-    name: str
-    memory_bytes: int = Field(description="Bytes the plan may fill: PyTorch's usable figure where known, else the nominal size.")
-    memory_basis: str = Field("nominal", description="usable (the total PyTorch reports for the card, sourced in the cards file) or nominal (datasheet GB, where no such report was found; the usable figure can differ either way).")
-    max_batch: dict[str, int] = Field(default_factory=dict, description="Mode -> largest batch that fits with headroom (0: batch 1 does not).")
-    checked: dict[str, bool] = Field(default_factory=dict, description="Mode -> the chosen batch was itself simulated.")
-
-    @classmethod
-    def for_card(cls, card: Card) -> "CardFit":
-        return cls(name=card.name, memory_bytes=card.memory_bytes, memory_basis="usable" if card.usable_gib is not None else "nominal")
-
-
-class MultiGpuPlan(_Model):
-    card: str
-    strategy: str = Field(description="fsdp: FSDP / ZeRO-3 full sharding over identical cards; pipeline: the model's layers split in two contiguous stages, one per card.")
-    mode: str
-    gpus: int = Field(description="Smallest number of these cards that holds batch 1 per card; 0 when no number does "
-                      "(what each card keeps whole, activations and scratch, is already more than it has).")
-    per_gpu_bytes: int = Field(description="Estimated need per card at batch 1 (pipeline: the fuller card; gpus 0: what "
-                               "each card would need however many there were).")
-    max_batch_per_gpu: Optional[int] = Field(None, description="Largest per-card batch at that card count (estimate; not estimated for pipeline).")
-    cut_after: Optional[str] = Field(None, description="pipeline: the last segment (layer or module) on the first card.")
-    stage_bytes: Optional[list[int]] = Field(None, description="pipeline: each card's estimated need, in order.")
-    method: str
+def card_fit(card: Card) -> CardFit:
+    """An empty row of the cards table for this card."""
+    return CardFit(name=card.name, memory_bytes=card.memory_bytes, memory_basis="usable" if card.usable_gib is not None else "nominal")
 
 
 def batch_from_curves(a, b, budget: float, limit: int = MAX_BATCH_SEARCHED) -> int | None:
@@ -135,7 +109,7 @@ def card_batch(sim_at: Callable[[int], tuple], card: Card, mode: str, headroom: 
 
 def fit_cards(cards: list[Card], modes: dict[str, Callable[[int], tuple]], headroom: float = DEFAULT_HEADROOM) -> list[CardFit]:
     """``modes`` maps a mode to a cached ``batch -> (MemoryMode, Curve)`` simulation."""
-    out = [CardFit.for_card(c) for c in cards]
+    out = [card_fit(c) for c in cards]
     for mode, sim_at in modes.items():
         for card, fit in zip(cards, out):
             b, checked = card_batch(sim_at, card, mode, headroom)

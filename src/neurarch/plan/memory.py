@@ -49,7 +49,7 @@ from . import depth
 from ..trace.fake import needs_value
 from .fakefix import FakeGaps, unpacked_sequences
 from .overhead import cuda_round, fixed_overhead
-from .schema import MemoryBreakdown, MemoryMode, MemorySection
+from ..report.memory import MemoryBreakdown, MemoryMode, MemorySection
 from .semantics import CudaKernels
 from .step import DEFAULT_LORA_RANK, Observer, PlanOptionError, TrainSetup, autocast_for, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
 from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, LiveTracker

@@ -29,7 +29,7 @@ Public face:
 from .context import CheckContext, NotApplicable
 from .engine import VerifyResult, list_rules, parse_disable, run
 from .registry import ENTRY_POINT_GROUP, REGISTRY, Hit, Registry, Rule, load_entry_point_rules, rule
-from .schema import SEVERITIES, Finding, RuleError, Verifier
+from ..report.verify import SEVERITIES, Finding, RuleFailure, Verifier
 
 from . import rules as _builtin_rules  # noqa: E402,F401  (registers the built-in rules)
 
@@ -48,7 +48,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "load_entry_point_rules",
     "Finding",
-    "RuleError",
+    "RuleFailure",
     "Verifier",
     "SEVERITIES",
 ]

@@ -23,10 +23,7 @@ from typing import Any, Optional
 
 from torch import nn
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # report.py imports verify.schema: no import cycle at run time
-    from ..report import Node, Report
+from ..report import Node, Report
 
 
 class NotApplicable(Exception):

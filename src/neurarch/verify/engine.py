@@ -4,9 +4,9 @@
 ones and those whose preconditions fail (``requires``, ``applies``,
 :class:`~neurarch.verify.context.NotApplicable`), turns each
 :class:`~neurarch.verify.registry.Hit` into a
-:class:`~neurarch.verify.schema.Finding`, and catches any exception a rule
+:class:`~neurarch.report.verify.Finding`, and catches any exception a rule
 raises: a rule that crashes on an odd model becomes a
-:class:`~neurarch.verify.schema.RuleError` and the others still run.
+:class:`~neurarch.report.verify.RuleFailure` and the others still run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Iterable, Optional
 from ..errors import UnknownRuleError
 from .context import CheckContext, NotApplicable
 from .registry import REGISTRY, Hit, Registry, Rule
-from .schema import SEVERITIES, Finding, RuleError, Verifier
+from ..report.verify import SEVERITIES, Finding, RuleFailure, Verifier
 
 _SEVERITY_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -30,7 +30,7 @@ class VerifyResult:
     verifier: Verifier = field(default_factory=Verifier)
 
     @property
-    def rule_errors(self) -> list[RuleError]:
+    def rule_errors(self) -> list[RuleFailure]:
         return self.verifier.rule_errors
 
     @property
@@ -111,7 +111,7 @@ def run(ctx: CheckContext, disable: Iterable[str] = (), registry: Registry | Non
             v.skipped.append(f"{rule.id}: {e}")
             continue
         except Exception as e:  # a crashing rule must not take the report down
-            v.rule_errors.append(RuleError(rule=rule.id, error=_describe(e)))
+            v.rule_errors.append(RuleFailure(rule=rule.id, error=_describe(e)))
             continue
         v.rules_run.append(rule.id)
         result.findings.extend(found)

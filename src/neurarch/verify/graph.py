@@ -20,12 +20,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from torch import nn
 
-from typing import TYPE_CHECKING
+from ..report import Node
 
-if TYPE_CHECKING:  # report.py imports verify.schema: no import cycle at run time
-    from ..report import Node
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # context.py imports this module's functions at call time
     from .context import CheckContext
 
 PROJECTION_TYPES = {"Linear", "Conv1D", "Conv2D", "Conv3D", "ConvTranspose1D", "ConvTranspose2D"}

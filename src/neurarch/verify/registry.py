@@ -2,7 +2,7 @@
 
 A rule is a function from a :class:`~neurarch.verify.context.CheckContext` to
 zero or more :class:`Hit` (where, what, fix).  The engine turns hits into
-:class:`~neurarch.verify.schema.Finding` by adding the rule's id and severity,
+:class:`~neurarch.report.verify.Finding` by adding the rule's id and severity,
 so a rule never has to repeat them::
 
     from neurarch.verify import Hit, rule
@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
-from .schema import SEVERITIES, RuleError, Severity
+from ..report.verify import SEVERITIES, RuleFailure, Severity
 
 if TYPE_CHECKING:
     from .context import CheckContext
@@ -91,7 +91,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._rules: dict[str, Rule] = {}
-        self.load_errors: list[RuleError] = []  # entry points that failed to load
+        self.load_errors: list[RuleFailure] = []  # entry points that failed to load
         self._entry_points_loaded = False
 
     def add(self, r: Rule) -> Rule:
@@ -155,7 +155,7 @@ class Registry:
                 for r in _rules_from(ep.load()):
                     self.add(r)
             except Exception as e:  # plugin code: anything can happen
-                self.load_errors.append(RuleError(rule=f"entry point {ep.name}", error=f"{type(e).__name__}: {e}"))
+                self.load_errors.append(RuleFailure(rule=f"entry point {ep.name}", error=f"{type(e).__name__}: {e}"))
             for rid in [i for i in self._rules if i not in before]:
                 if self._rules[rid].origin == "neurarch":
                     self._rules[rid] = dataclasses.replace(self._rules[rid], origin=origin)

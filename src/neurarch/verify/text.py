@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from .schema import SEVERITIES, Finding, Verifier
+from ..report.verify import SEVERITIES, Finding, Verifier
 
 TITLE = "What the verifier says"
 

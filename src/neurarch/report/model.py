@@ -1,29 +1,15 @@
-"""The report: the one typed object every renderer sees.
-
-``Report.model_dump_json()`` is the Index JSON (see ``docs/json.md``).  Paths
-documented there are stable: add fields freely, but rename or remove one only
-with a ``SCHEMA_VERSION`` major bump.
-"""
+"""What was built and traced: the model, its input, the passes, the layer table and the counts (JSON paths ``model``, ``input``, ``forward_pass``, ``backward_pass``, ``structure``, ``params``)."""
 
 from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from .cost.schema import CostSection
-from .plan.fit import CardFit, MultiGpuPlan
-from .plan.schema import MemorySection
-from .verify.schema import Finding, Verifier
-
-SCHEMA_VERSION = "1.2"
+from .base import ReportModel
 
 
-class _Model(BaseModel):
-    model_config = {"extra": "forbid"}
-
-
-class ModelInfo(_Model):
+class ModelInfo(ReportModel):
     id: str = Field(description="What the user asked for, as resolved (catalog/hub id or path).")
     source: Literal["local", "catalog", "hub", "timm", "torchvision", "python"]
     provenance: str = Field(description="Where the config came from, with tier/commit where known.")
@@ -35,13 +21,13 @@ class ModelInfo(_Model):
     notes: list[str] = Field(default_factory=list, description="Fallbacks and caveats of the build.")
 
 
-class InputTensor(_Model):
+class InputTensor(ReportModel):
     name: str
     shape: list[int]
     dtype: str
 
 
-class InputInfo(_Model):
+class InputInfo(ReportModel):
     shape: list[int] = Field(description="Shape of the main input, batch first.")
     batch: int
     seq_len: Optional[int] = None
@@ -50,14 +36,14 @@ class InputInfo(_Model):
     how: str = Field(description="How the shape was chosen (config field, default, user option).")
 
 
-class PassResult(_Model):
+class PassResult(ReportModel):
     ok: bool
     error: Optional[str] = Field(None, description="Exception type and message when ok is false.")
     module: Optional[str] = Field(None, description="Qualified name of the innermost module running at the failure.")
     seconds: Optional[float] = None
 
 
-class Node(_Model):
+class Node(ReportModel):
     index: int
     name: str = Field(description="Qualified module name; for functional ops, the module that called them plus '.<op>#k'.")
     type: str = Field(description="Readable layer type (Conv2D, Linear, Multi-Head Attention, Add ...).")
@@ -68,7 +54,7 @@ class Node(_Model):
     calls: int = Field(1, description="How many times the forward pass called it.")
 
 
-class Structure(_Model):
+class Structure(ReportModel):
     layers: int = Field(description="Rows in the layer table at this granularity.")
     depth: Optional[int] = Field(None, description="--depth used; None = default granularity (compute layers, attention/MLP blocks as one row).")
     modules: int = Field(description="Modules in the tree, root excluded.")
@@ -77,13 +63,13 @@ class Structure(_Model):
     unused_parameters: list[str] = Field(default_factory=list, description="Parameters that received no gradient in the backward pass.")
 
 
-class CountDifference(_Model):
+class CountDifference(ReportModel):
     scalars: int = Field(description="Signed: positive = the graph has more than the checkpoint.")
     cause: str
     tensors: list[str] = Field(default_factory=list)
 
 
-class Params(_Model):
+class Params(ReportModel):
     parameters: int = Field(description="Unique parameter scalars (tied weights once).")
     trainable: int
     buffers: int = Field(description="Persistent buffer scalars a checkpoint stores (BatchNorm statistics ...), step counters excluded.")
@@ -99,28 +85,3 @@ class Params(_Model):
     explained: Optional[bool] = Field(None, description="True when the differences below add up to delta exactly.")
     differences: list[CountDifference] = Field(default_factory=list)
     tied: list[list[str]] = Field(default_factory=list, description="Groups of parameter names sharing one tensor.")
-
-
-class Report(_Model):
-    schema_version: str = SCHEMA_VERSION
-    tool: str = Field(description="neurarch version that made the report.")
-    model: ModelInfo
-    input: Optional[InputInfo] = None
-    forward_pass: PassResult
-    backward_pass: Optional[PassResult] = None
-    params: Params
-    structure: Structure
-    memory: Optional[MemorySection] = Field(None, description="GPU memory to fine-tune and to serve (with --plan).")
-    cards: list[CardFit] = Field(default_factory=list, description="Largest batch per card and mode (with --plan).")
-    multi_gpu: list[MultiGpuPlan] = Field(default_factory=list, description="Sharded plans where batch 1 does not fit one card.")
-    cost: Optional[CostSection] = Field(None, description="What it costs to run (with --plan or --cost).")
-    findings: list[Finding] = Field(default_factory=list, description="What the verifier says, most severe first.")
-    verifier: Optional[Verifier] = Field(None, description="Counts by severity, rules run/disabled/not applicable/failed, output kind.")
-    errors: dict[str, str] = Field(default_factory=dict, description="Sections that failed, by JSON path (cost, multi_gpu, cards, verifier), each with its one-line error; the rest of the report stands. A memory mode that fails is under memory.errors.")
-    warnings: list[str] = Field(default_factory=list)
-
-
-if __name__ == "__main__":  # python -m neurarch.report > docs/report.schema.json
-    import json
-
-    print(json.dumps(Report.model_json_schema(), indent=2))

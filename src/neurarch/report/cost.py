@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from .base import ReportModel
 
 
-class _Model(BaseModel):
-    model_config = {"extra": "forbid"}
-
-
-class CostAssumptions(_Model):
+class CostAssumptions(ReportModel):
     epochs: int
     samples: Optional[int] = Field(None, description="Samples per epoch (vision and encoder models).")
     tokens: Optional[int] = Field(None, description="Tokens per epoch (language models; --tokens).")
@@ -28,7 +26,7 @@ class CostAssumptions(_Model):
     work_method: str = Field("traced whole", description="How the per-op work was read: the whole model traced, or a deep model's layer stack cut to 2 and 3 repeats and extrapolated (exact for repeated layers).")
 
 
-class CostCard(_Model):
+class CostCard(ReportModel):
     name: str
     mode: str = Field("full", description="What the row prices: full (fine-tuning every weight), lora or qlora (the memory plan's mode that fits).")
     gpus: int = Field(1, description="Cards the run uses: 1, or N for an FSDP run where full fine-tuning fits no single card; usd is for all of them.")
@@ -46,7 +44,7 @@ class CostCard(_Model):
     note: Optional[str] = None
 
 
-class CostHeadline(_Model):
+class CostHeadline(ReportModel):
     card: str
     usd: Optional[float] = None
     run_hours: Optional[float] = None
@@ -55,7 +53,7 @@ class CostHeadline(_Model):
     gpus: Optional[int] = None
 
 
-class CostSection(_Model):
+class CostSection(ReportModel):
     assumptions: CostAssumptions
     flops_per_sample: int = Field(description="Forward + backward FLOPs of one sample at the input shape.")
     flops_per_token: Optional[int] = None

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from .base import ReportModel
 
 
-class _Model(BaseModel):
-    model_config = {"extra": "forbid"}
-
-
-class MemoryBreakdown(_Model):
+class MemoryBreakdown(ReportModel):
     """What was alive at the peak, by role.  The six add up to ``peak_bytes``."""
 
     weights: int = Field(description="Parameters and buffers (frozen and trainable, quantized where QLoRA).")
@@ -30,7 +28,7 @@ class MemoryBreakdown(_Model):
     overhead: int = Field(0, description="peak_bytes - peak_tensor_bytes: caching-allocator rounding plus fixed framework overhead.")
 
 
-class MemoryMode(_Model):
+class MemoryMode(ReportModel):
     peak_tensor_bytes: int = Field(description="Simulated steady-state peak of live tensor bytes (step 2 on: optimizer state alive).")
     peak_bytes: int = Field(description="CUDA card need: peak with the caching allocator's 512-byte rounding plus fixed overhead (CUDA context, cuBLAS workspaces).")
     first_step_peak_tensor_bytes: Optional[int] = Field(description="The first step's peak (no optimizer state yet during forward/backward).")
@@ -51,7 +49,7 @@ class MemoryMode(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
-class MemoryAssumptions(_Model):
+class MemoryAssumptions(ReportModel):
     precision: str
     optimizer: str
     lora_rank: int
@@ -72,7 +70,7 @@ class MemoryAssumptions(_Model):
     model_class: Optional[str] = Field(None, description="The class the plan simulated (differs from model.model_class with --task).")
 
 
-class MemorySection(_Model):
+class MemorySection(ReportModel):
     assumptions: Optional[MemoryAssumptions] = None
     full: Optional[MemoryMode] = None
     lora: Optional[MemoryMode] = None
