@@ -5,17 +5,19 @@
     >>> report.params.derived, report.params.checkpoint
     (25610152, 25610152)
 
-The pipeline reads top to bottom in the package layout:
-``sources`` -> ``build`` -> ``inputs`` -> ``trace`` -> ``report`` -> ``render`` -> ``cli``.
+The pipeline reads top to bottom in the package layout (``docs/architecture.md``):
+``sources`` -> ``build`` -> ``inputs`` -> ``trace`` -> ``plan`` / ``cost`` / ``verify`` -> ``report``
+-> ``render`` -> faces (``cli``, ``web``); ``options`` and ``errors`` are read by all.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["analyze", "Options", "Report", "SCHEMA_VERSION", "__version__"]
+__all__ = ["analyze", "Options", "InputOptions", "PlanOptions", "CostOptions", "Report", "SCHEMA_VERSION", "__version__"]
 
 # Imported on first use: `neurarch-trace --help`, `catalog` and `checks` must not
 # pay for torch and transformers (seconds) before they print a line.
-_LAZY = {"analyze": "pipeline", "Options": "pipeline", "Report": "report", "SCHEMA_VERSION": "report"}
+_LAZY = {"analyze": "pipeline", "Options": "options", "InputOptions": "options", "PlanOptions": "options",
+         "CostOptions": "options", "Report": "report", "SCHEMA_VERSION": "report"}
 
 
 def __getattr__(name: str):

@@ -24,6 +24,7 @@ from torch.utils._device import DeviceContext, _device_constructors
 
 from . import limits
 from .errors import BuildError, ConfigError, LimitError
+from .options import TASKS as OPTION_TASKS
 from .sources.base import ModelSource
 
 # Architecture-name suffix -> transformers auto-mapping that serves that task.
@@ -49,6 +50,9 @@ TASKS = {
     "seq2seq-lm": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",),
     "backbone": ("MODEL_MAPPING_NAMES",),
 }
+
+
+assert tuple(TASKS) == OPTION_TASKS, "build.TASKS and options.TASKS list the same tasks"
 
 
 def task_class(cfg, task: str):

@@ -107,15 +107,13 @@ def _recipe(args) -> dict:
 
 
 def _options(args):
-    from .inputs import InputOptions, parse_shape
-    from .pipeline import Options
+    """The parsed flags as one :class:`~neurarch.options.Options` (checked as it is made)."""
+    from .options import CostOptions, InputOptions, Options, PlanOptions, parse_shape
 
-    if args.depth is not None and args.depth <= 0:
-        raise NeurarchError(f"--depth must be positive, got {args.depth}")
-    if args.timeout is not None and args.timeout <= 0:
-        raise NeurarchError(f"--timeout must be positive, got {args.timeout}")
     if args.max_rows is not None and args.max_rows < 0:
         raise NeurarchError(f"--max-rows must be 0 (all) or positive, got {args.max_rows}")
+    if not (args.cost or args.plan) and (args.tokens or args.samples or args.price):
+        raise NeurarchError("--samples/--tokens/--price only apply with --cost or --plan")
     inputs = InputOptions(
         batch=1 if args.batch is None else args.batch,
         seq_len=args.seq_len,
@@ -123,39 +121,26 @@ def _options(args):
         input_shape=parse_shape(args.input_shape) if args.input_shape else None,
         decoder_seq_len=args.decoder_seq_len,
     )
-    inputs.validate()
-    from .verify import parse_disable
-
-    disable = parse_disable(args.disable)
-    from .cost import PRECISIONS
-
-    if args.precision not in PRECISIONS:
-        raise NeurarchError(f"unknown --precision {args.precision!r}; choose one of {', '.join(PRECISIONS)}")
     cost = None
     if args.cost or args.plan:
-        from .pipeline import CostOptions
-
         prices = {}
         for item in args.price:
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
                 raise NeurarchError(f"--price must look like A10G=1.20, got {item!r}")
             prices[name.strip()] = value.strip()
-        headline = args.card[0].split(":")[0] if args.card else "A10G"
         cost = CostOptions(
             epochs=args.epochs,
             samples=args.samples,
             tokens=args.tokens,
             batch=args.batch,
             precision=args.precision,
-            card=headline,
-            cards=[c for c in args.card if ":" in c],
+            card=args.card[0].split(":")[0] if args.card else CostOptions.card,
+            cards=tuple(c for c in args.card if ":" in c),
             prices=prices,
         )
     plan = None
     if args.plan:
-        from .pipeline import PlanOptions
-
         plan = PlanOptions(
             modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
             optimizer=args.optimizer,
@@ -165,9 +150,8 @@ def _options(args):
             context_len=args.context_len,
             **_recipe(args),
         )
-        plan.validate(args.precision)
-    if not (args.cost or args.plan) and (args.tokens or args.samples or args.price):
-        raise NeurarchError("--samples/--tokens/--price only apply with --cost or --plan")
+    from .verify import parse_disable
+
     return Options(
         inputs=inputs,
         depth=args.depth,
@@ -180,7 +164,7 @@ def _options(args):
         plan=plan,
         precision=args.precision,
         from_scratch=args.from_scratch,
-        disable=disable,
+        disable=parse_disable(args.disable),
         verify=not args.no_verify,
     )
 
@@ -195,10 +179,10 @@ def _write(text: str, path: str | None) -> None:
 
 def _run_trace(argv: list[str]) -> int:
     args = _trace_parser().parse_args(argv)
+    opts = _options(args)  # a bad flag is answered here, before torch is imported
     from .pipeline import analyze
     from .render import render
 
-    opts = _options(args)
     max_rows = None if args.max_rows == 0 else args.max_rows
     reports, failed = [], 0
     for spec in args.models:

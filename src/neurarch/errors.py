@@ -82,7 +82,14 @@ class BuildError(NeurarchError, RuntimeError):
 
 
 class InputError(NeurarchError, ValueError):
-    """Input shape options that do not fit the model (or are out of range)."""
+    """An option out of range, or input shape options that do not fit the model.
+
+    ``field`` names the option (``seq_len``, ``lora_rank`` ...) where one is to blame.
+    """
+
+    def __init__(self, message: str, field: str | None = None):
+        self.field = field
+        super().__init__(message)
 
 
 class TraceTimeout(NeurarchError, TimeoutError):

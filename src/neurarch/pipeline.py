@@ -8,123 +8,23 @@ same :class:`~neurarch.report.Report`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field
 
 from . import __version__
 from .build import build
 from .errors import TraceTimeout
-from .inputs import InputOptions, plan_inputs
+from .inputs import plan_inputs
+from .options import DEFAULT_PLAN_TIMEOUT_S, DEFAULT_TIMEOUT_S, CostOptions, InputOptions, Options, PlanOptions  # noqa: F401  (re-exported)
 from .report import InputInfo, InputTensor, ModelInfo, PassResult, Report
 from .sources import resolve
 from .trace import trace
 from .trace.counts import build_params
 from .trace.structure import build_structure
-
-DEFAULT_TIMEOUT_S = 300
-DEFAULT_PLAN_TIMEOUT_S = 1200  # --plan simulates several modes and batches
-
-
-@dataclass
-class CostOptions:
-    """A training run to price (``--cost`` / ``--plan``)."""
-
-    epochs: int = 10
-    samples: int | None = None  # per epoch; default 50,000 when tokens is None
-    tokens: int | None = None  # per epoch, for language models
-    batch: int | None = None  # default 32, or the largest that fits
-    precision: str = "bf16-mixed"
-    card: str = "A10G"  # the headline card
-    cards: list = field(default_factory=list)  # extra cards (custom NAME:GB or built-in names)
-    prices: dict = field(default_factory=dict)  # card name -> USD per hour override
-
-    def validate(self) -> None:
-        from .cost import PRECISIONS
-        from .errors import InputError
-
-        for name in ("epochs", "samples", "tokens", "batch"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or v <= 0):
-                raise InputError(f"--{name} must be a positive integer, got {v}")
-        if self.epochs > 100_000 or (self.samples or 0) > 10**13 or (self.tokens or 0) > 10**16:
-            raise InputError("--epochs/--samples/--tokens are beyond neurarch's limits (1e5 epochs, 1e13 samples, 1e16 tokens)")
-        if self.precision not in PRECISIONS:
-            raise InputError(f"unknown --precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
-
-
-@dataclass
-class PlanOptions:
-    """The memory plan (``--plan``): which modes, and how the run is set up."""
-
-    modes: tuple = ("full", "lora", "qlora", "inference")
-    optimizer: str = "adamw"
-    lora_rank: int = 16
-    grad_checkpointing: bool = False
-    grad_accumulation: int = 1  # the Trainer's gradient_accumulation_steps (micro-batches per optimizer step)
-    headroom: float = 1.15
-    context_len: int | None = None  # inference KV cache length (default: the input's)
-    attn_implementation: str | None = None  # eager | sdpa | flash_attention_2; None: transformers' pick on CUDA
-    lora_targets: tuple | None = None  # peft target_modules; None = all-linear
-    lora_dropout: float = 0.0  # peft's default
-    adapter_dtype: str | None = None  # None = as peft casts (fp32 adapters); "bf16"
-    task: str | None = None  # causal-lm | seq-cls | token-cls | masked-lm | seq2seq-lm | backbone; None = architectures[0]
-    num_labels: int = 2  # classifier heads (--task seq-cls / token-cls)
-
-    def validate(self, precision: str = "bf16-mixed") -> None:
-        from .build import TASKS
-        from .errors import InputError
-        from .plan.step import MODES, OPTIMIZERS, TrainSetup
-
-        bad = [m for m in self.modes if m not in MODES]
-        if bad or not self.modes:
-            raise InputError(f"unknown --modes {','.join(bad) or '(none)'}; choose from {', '.join(MODES)}")
-        if self.optimizer not in OPTIMIZERS:
-            raise InputError(f"unknown --optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-        if not isinstance(self.lora_rank, int) or not 1 <= self.lora_rank <= 4096:
-            raise InputError(f"--lora-rank must be an integer from 1 to 4096, got {self.lora_rank}")
-        if not (1.0 <= self.headroom <= 10.0):
-            raise InputError(f"--headroom must be between 1 and 10, got {self.headroom}")
-        if self.context_len is not None and not 1 <= self.context_len <= (1 << 22):
-            raise InputError(f"--context-len must be between 1 and {1 << 22:,}, got {self.context_len}")
-        if self.task is not None and self.task not in TASKS:
-            raise InputError(f"unknown --task {self.task!r}; choose one of {', '.join(TASKS)}")
-        if not isinstance(self.num_labels, int) or not 1 <= self.num_labels <= 1_000_000:
-            raise InputError(f"--num-labels must be an integer from 1 to 1,000,000, got {self.num_labels}")
-        for mode in self.modes:  # the recipe options, checked once for every mode asked for
-            self.setup(mode, precision).validate()
-
-    def setup(self, mode: str, precision: str, device: str = "cuda"):
-        """The simulated training setup of one mode."""
-        from .plan.step import TrainSetup
-
-        return TrainSetup(mode=mode, precision=precision, optimizer=self.optimizer, grad_checkpointing=self.grad_checkpointing,
-                          lora_rank=self.lora_rank, lora_targets=tuple(self.lora_targets) if self.lora_targets is not None else None,
-                          lora_dropout=self.lora_dropout, adapter_dtype=self.adapter_dtype,
-                          attn_implementation=self.attn_implementation, grad_accumulation=self.grad_accumulation, device=device)
-
-
-@dataclass
-class Options:
-    """Everything that changes a report (the CLI flags, as one object)."""
-
-    inputs: InputOptions = field(default_factory=InputOptions)
-    depth: int | None = None
-    revision: str | None = None
-    trust_remote_code: bool = False
-    offline: bool | None = None  # None: follow HF_HUB_OFFLINE
-    backward: bool = True
-    timeout_s: float | None = None  # None: 300 s, or 1200 s with a plan
-    cost: CostOptions | None = None  # price a training run
-    plan: PlanOptions | None = None  # simulate memory per mode and fit every card
-    precision: str = "bf16-mixed"  # training precision the plan and the verifier assume
-    from_scratch: bool = False  # training from scratch (init rules apply) rather than fine-tuning
-    disable: set = field(default_factory=set)  # verifier rule ids turned off
-    verify: bool = True
-
 
 @contextlib.contextmanager
 def _time_limit(seconds: float | None, what: str):
@@ -192,7 +92,7 @@ def _library_logs():
 
 
 def _cards(c: CostOptions):
-    """The cards to price: every built-in card, plus custom ones, prices overridden."""
+    """The cards to price (every built-in card, plus custom ones, prices overridden) and the headline card's name."""
     from .cards import builtin_cards, find, parse_card, with_price
 
     cards = list(builtin_cards())
@@ -201,11 +101,10 @@ def _cards(c: CostOptions):
         cards = [x for x in cards if x.name != card.name] + [card]
     names = {x.name for x in cards}
     head = c.card if c.card in names else find(c.card).name
-    c.card = head
     for name, price in c.prices.items():
         target = name if name in names else find(name).name
         cards = [with_price(x, price) if x.name == target else x for x in cards]
-    return cards
+    return cards, head
 
 
 # --------------------------------------------------------------------------
@@ -385,7 +284,7 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
     in ``errors`` under its JSON path; the others stand."""
     from .plan.fit import card_fit
     from .report.memory import MemoryAssumptions, MemorySection
-    from .plan.step import OPTIMIZER_IMPLEMENTATIONS
+    from .options import OPTIMIZER_IMPLEMENTATIONS
 
     p = opts.plan
     results = jobs.results()
@@ -457,7 +356,7 @@ def _cost(work, opts: Options, plan, trainable: int, cards, fits=None, multi=Non
 
     c = opts.cost
     tokens = c.tokens
-    samples = c.samples if c.samples is not None else (None if tokens is not None else 50_000)
+    samples = c.samples_per_epoch
     by_card = {f.name: dict(f.max_batch) for f in fits} if fits else None
     fsdp = {m.card: (m.gpus, m.max_batch_per_gpu) for m in multi or [] if m.strategy == "fsdp"}
     by_mode = {}
@@ -527,19 +426,14 @@ def _plan_model(built, source, opts: Options):
 
 def analyze(spec: str, options: Options | None = None) -> Report:
     """Resolve, build and trace a model; return its report."""
-    opts = options or Options()
-    opts.inputs.validate()
+    opts = options or Options()  # checked when it was made; never changed here
     cards = None
-    if opts.plan is not None:
-        opts.plan.validate(opts.precision)
-        if opts.cost is None:
-            opts.cost = CostOptions(precision=opts.precision)
-    if opts.cost is not None:
-        opts.cost.validate()
-        cards = _cards(opts.cost)
+    if opts.priced is not None:
+        cards, head = _cards(opts.priced)
+        # The run this report prices, with the headline card's canonical name: a new value, the caller's stays as it was.
+        opts = dataclasses.replace(opts, cost=dataclasses.replace(opts.priced, card=head))
     source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code, offline=opts.offline)
-    timeout = opts.timeout_s if opts.timeout_s is not None else (DEFAULT_PLAN_TIMEOUT_S if opts.plan is not None else DEFAULT_TIMEOUT_S)
-    with _time_limit(timeout, f"tracing {source.id}"), _library_logs() as library_warnings:
+    with _time_limit(opts.time_limit_s, f"tracing {source.id}"), _library_logs() as library_warnings:
         built = build(source)
         plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
         want_jobs = opts.plan is not None or opts.cost is not None

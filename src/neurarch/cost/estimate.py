@@ -27,6 +27,7 @@ from typing import Callable
 from torch import nn
 
 from ..cards import Card
+from ..options import PRECISIONS  # noqa: F401  (re-exported)
 from ..inputs import InputOptions, InputPlan, plan_inputs
 from ..plan.depth import cut, stack_of
 from ..plan.step import PlanOptionError, label_specs, loss_of
@@ -50,7 +51,6 @@ LAUNCH_SECONDS = 4e-6
 # exp_avg_sq (4 x 4 B), write param, exp_avg, exp_avg_sq (3 x 4 B) = 28 B.
 ADAMW_BYTES_PER_PARAM = 28
 
-PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
 
 
 @dataclass

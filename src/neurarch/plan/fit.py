@@ -22,9 +22,9 @@ import math
 from typing import Callable, Optional
 
 from ..cards import Card
+from ..options import DEFAULT_HEADROOM
 from ..report.fit import CardFit, MultiGpuPlan
 
-DEFAULT_HEADROOM = 1.15
 MAX_BATCH_SEARCHED = 65_536
 
 

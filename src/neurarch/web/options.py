@@ -53,8 +53,7 @@ class OptionField:
 
 
 def _sources():
-    from ..inputs import InputOptions
-    from ..pipeline import CostOptions, Options, PlanOptions
+    from ..options import CostOptions, InputOptions, Options, PlanOptions
 
     return (("inputs", InputOptions), ("plan", PlanOptions), ("cost", CostOptions), ("options", Options))
 
@@ -110,8 +109,7 @@ def _cli_help() -> dict:
 @functools.lru_cache(maxsize=1)
 def fields() -> tuple[OptionField, ...]:
     """Every web option, in the order of the dataclasses' fields."""
-    from ..cost import PRECISIONS
-    from ..plan.step import MODES, OPTIMIZERS
+    from ..options import MODES, OPTIMIZERS, PRECISIONS
 
     choices = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "modes": MODES}
     found: dict[str, dict] = {}

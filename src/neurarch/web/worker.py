@@ -10,6 +10,7 @@ the worker itself to a file it names.  ``trust_remote_code`` is always off.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -54,10 +55,10 @@ def run_job(job: dict, workdir: Path) -> tuple:
     started = time.monotonic()
     try:
         opts = to_options(job["options"], timeout_s=job.get("timeout_s"))
-        opts.offline = job.get("offline")
+        opts = dataclasses.replace(opts, offline=job.get("offline"))  # options are frozen: a new value
         if job["kind"] == "model":
             spec = check_model_id(job["id"])
-            opts.revision = job.get("revision") or None
+            opts = dataclasses.replace(opts, revision=job.get("revision") or None)
             report = analyze(spec, opts)
         else:
             from ..sources import check_remote_code
