@@ -44,7 +44,8 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ..build import BuiltModel
 from ..errors import NeurarchError
-from ..inputs import InputPlan, _max_positions
+from ..inputs import InputPlan
+from ..introspect import forward_params as _decoder_accepts, max_positions as _max_positions
 from . import depth
 from ..trace.fake import needs_value
 from .fakefix import FakeGaps, unpacked_sequences
@@ -479,15 +480,6 @@ def _learned_positions(model: nn.Module, limit: int) -> bool:
         if isinstance(mod, nn.Embedding) and ("pos" in leaf or leaf == "wpe") and limit <= mod.num_embeddings <= limit + 2:
             return True
     return False
-
-
-def _decoder_accepts(model: nn.Module) -> set[str]:
-    import inspect
-
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
 
 
 def _cache_of(out):

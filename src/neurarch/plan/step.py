@@ -14,7 +14,6 @@ the loss (the output object with its logits is dropped before backward),
 from __future__ import annotations
 
 import contextlib
-import inspect
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -24,6 +23,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..inputs import InputPlan, TensorSpec
+from ..introspect import forward_params as _forward_params
 
 MODES = ("full", "lora", "qlora", "inference")
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
@@ -508,13 +508,6 @@ def make_optimizer(params: list[nn.Parameter], setup: TrainSetup) -> torch.optim
 # --------------------------------------------------------------------------
 # The batch and the loss
 # --------------------------------------------------------------------------
-
-def _forward_params(model: nn.Module) -> set[str]:
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
-
 
 def label_specs(model: nn.Module, cfg: Any, plan: InputPlan) -> list[TensorSpec]:
     """Labels for the task's own loss, as transformers computes it in forward.

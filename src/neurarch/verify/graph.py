@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from torch import nn
 
+from ..introspect import config_get, sub_configs  # noqa: F401  (the rules import them from here)
 from ..report import Node
 
 if TYPE_CHECKING:  # context.py imports this module's functions at call time
@@ -99,25 +100,6 @@ def linear_dims(module: nn.Module) -> Optional[tuple[int, int]]:
 
 
 # -- configs and attention geometry ---------------------------------------------
-
-
-def sub_configs(config: Any) -> Iterator[tuple[str, Any]]:
-    """The config and every nested config (text_config, vision_config, encoder ...), with a label."""
-    if config is None:
-        return
-    yield "", config
-    for key in ("text_config", "vision_config", "audio_config", "encoder", "decoder"):
-        sub = getattr(config, key, None)
-        if sub is not None and hasattr(sub, "to_dict") and sub is not config:
-            yield f"{key}.", sub
-
-
-def config_get(config: Any, *names: str):
-    for n in names:
-        v = getattr(config, n, None)
-        if v is not None:
-            return v
-    return None
 
 
 def _find_attr(module: nn.Module, names: tuple[str, ...]):
