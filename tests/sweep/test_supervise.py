@@ -1,0 +1,172 @@
+"""neurarch.supervise: limits enforced from outside the child, checked against what the child really did."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import sweep_jobs as jobs
+from neurarch.supervise import Supervisor, run_command, run_limited, tree_rss
+
+MB = 1 << 20
+
+
+def _running(pattern: str) -> list[str]:
+    """Command lines of live processes that contain ``pattern`` (zombies left out)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if pattern in cmd and state != "Z":
+            found.append(cmd)
+    return found
+
+
+def _gone(pid: int, within_s: float) -> bool:
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_value_comes_back_from_another_process():
+    out = run_limited(jobs.answer, ("x",), time_limit_s=20)
+    assert out.ok and out.error == ""
+    assert out.value["item"] == "x" and out.value["pid"] != os.getpid()
+    assert out.exit_code == 0
+
+
+def test_a_lambda_travels_by_value():
+    out = run_limited(lambda a, b: a * b, (6, 7), time_limit_s=20)
+    assert out.ok and out.value == 42  # 6 * 7
+
+
+def test_sleeping_forever_stops_at_the_limit_and_keeps_its_progress():
+    t0 = time.monotonic()
+    out = run_limited(jobs.sleeps_forever, time_limit_s=1.5, grace_s=5)
+    wall = time.monotonic() - t0
+    assert out.status == "timeout", out
+    assert out.error == "Timeout: over the time limit of 1.5 s"
+    assert out.progress == {"stage": "about to sleep"}
+    # time.sleep is interruptible: it stops at the limit, well before the 5 s grace runs out
+    assert 1.5 <= out.seconds < 3.0 and wall < 10
+
+
+def test_a_limit_caught_by_the_function_gives_its_partial_answer():
+    out = run_limited(jobs.catches_its_limit, time_limit_s=1.0, grace_s=5)
+    assert out.ok and out.value["partial"] and out.value["steps"] > 0
+    assert "1 s" in out.value["why"]
+
+
+def test_blocked_in_c_is_killed_from_outside_with_its_children(tmp_path):
+    marker = tmp_path / "pid"
+    out = run_limited(jobs.blocks_in_c, (str(marker),), time_limit_s=1.0, grace_s=1.0)
+    assert out.status == "hang", out
+    assert out.exit_code == -signal.SIGKILL
+    assert out.progress == {"stage": "in system()"}
+    # killed at limit + grace (2 s), not after the 100 s the C call would take
+    assert 2.0 <= out.seconds < 4.0
+    assert _gone(int(marker.read_text()), 3)
+    assert _running("sleep 97.5") == []  # the shell's child went with the group
+
+
+def test_memory_over_the_limit_is_killed():
+    limit = 300 * MB
+    out = run_limited(jobs.grows, (20, 4000), time_limit_s=30, memory_limit_bytes=limit)
+    assert out.status == "memory", out
+    assert out.error.startswith("MemoryLimit: ") and "over the limit of 0.293 GiB" in out.error  # 300 / 1024
+    assert out.exit_code == -signal.SIGKILL
+    # seen over the limit, and caught within a few 20 MB steps of it (polled every 0.1 s)
+    assert limit < out.peak_rss_bytes < limit + 200 * MB
+    assert out.seconds < 20
+
+
+def test_memory_of_a_descendant_in_another_session_counts():
+    out = run_limited(jobs.grows_in_a_new_session, (20,), time_limit_s=30, memory_limit_bytes=250 * MB)
+    assert out.status == "memory", out
+    assert out.peak_rss_bytes > 250 * MB
+    assert _running("time.sleep(100)") == []
+
+
+def test_an_exception_is_one_line():
+    out = run_limited(jobs.raises, time_limit_s=20)
+    assert out.status == "error" and out.error == "ValueError: first line second line"
+
+
+def test_crashes_give_the_exit_code_or_the_signal():
+    out = run_limited(jobs.exits_hard, (9,), time_limit_s=20)
+    assert out.status == "crash" and out.exit_code == 9
+    assert "exited with code 9" in out.error
+    out = run_limited(jobs.segfaults, time_limit_s=20)
+    assert out.status == "crash" and out.exit_code == -signal.SIGSEGV
+    assert "SIGSEGV" in out.error
+
+
+def test_commands():
+    out = run_command([sys.executable, "-c", "print('hi')"], time_limit_s=20)
+    assert out.ok and out.value == "hi\n"
+    out = run_command([sys.executable, "-c", "import sys; sys.exit('no such model')"], time_limit_s=20)
+    assert out.status == "error" and out.exit_code == 1 and out.error == "no such model"
+    out = run_command(["sleep", "96.5"], time_limit_s=1.0)
+    assert out.status == "timeout" and 1.0 <= out.seconds < 3.0
+    assert _running("sleep 96.5") == []
+
+
+def test_one_supervisor_forks_each_call_warm():
+    with Supervisor(preload=("decimal",)) as sup:
+        first = sup.run(jobs.answer, (1,), time_limit_s=20)
+        second = sup.run(jobs.answer, (2,), time_limit_s=20)
+        warm = sup.run(jobs.preloaded, ("decimal",), time_limit_s=20)
+        assert first.value["pid"] != second.value["pid"]  # a fresh process per call
+        assert warm.value is True  # imported by the supervisor before the fork
+        killed = sup.run(jobs.grows, (20, 4000), time_limit_s=30, memory_limit_bytes=200 * MB)
+        assert killed.status == "memory"
+        after = sup.run(jobs.answer, (3,), time_limit_s=20)  # the supervisor survives its item's kill
+        assert after.ok
+    assert not sup.alive()
+
+
+def test_the_item_dies_with_its_caller(tmp_path):
+    pidfile = tmp_path / "pid"
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "import sweep_jobs\nfrom neurarch.supervise import run_limited\n"
+            "run_limited(sweep_jobs.writes_pid_then_sleeps, (%r,), time_limit_s=100)\n"
+            % (str(Path(jobs.__file__).parent), str(pidfile)))
+    caller = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        end = time.monotonic() + 30
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < end and caller.poll() is None, "the item never started"
+            time.sleep(0.1)
+        item = int(pidfile.read_text())
+        assert tree_rss(item) > 0
+        caller.kill()  # SIGKILL: the caller has no chance to clean up
+        caller.wait()
+        assert _gone(item, 5), "the item outlived its caller"
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+
+
+@pytest.mark.parametrize("kwargs", [dict(time_limit_s=0), dict(time_limit_s=-1), dict(time_limit_s=1, memory_limit_bytes=0),
+                                    dict(time_limit_s=1, grace_s=-1)])
+def test_bad_limits_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        run_limited(jobs.answer, (1,), **kwargs)
