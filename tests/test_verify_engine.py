@@ -19,7 +19,7 @@ from neurarch import Options, analyze, verify
 from neurarch.errors import NeurarchError, UnknownRuleError
 from neurarch.inputs import InputOptions
 from neurarch.verify import Hit, Registry, Rule
-from neurarch.verify.text import section
+from neurarch.render.verifier import section
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "docs" / "checks"

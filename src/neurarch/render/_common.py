@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..options import MODES  # noqa: F401  (the renderers read the mode list from here)
 from ..report import Node, Params, Report
 
 
@@ -141,7 +142,8 @@ def cost_summary(report: Report) -> list[str]:
     return lines
 
 
-MODES = ("full", "lora", "qlora", "inference")
+# The report's sections, in the order every renderer writes them (each renderer has one function per name).
+SECTIONS: tuple[str, ...] = ("header", "parameters", "layers", "memory", "cards", "multi_gpu", "cost", "verifier", "errors", "warnings")
 MEMORY_HEADER = ["mode", "peak (card)", "tensors", "weights", "grads", "optimizer", "activations", "temporary", "overhead", "phase"]
 
 

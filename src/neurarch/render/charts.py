@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from html import escape
 
+from ..options import MODES
 from ..report import Report
 
-MODES = ("full", "lora", "qlora", "inference")
 MODE_LABELS = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA", "inference": "inference"}
 ROLES = ("weights", "gradients", "optimizer", "activations", "temporary", "overhead")
 # Colour-blind-safe palette (Okabe & Ito, 2008), one colour per role / mode.

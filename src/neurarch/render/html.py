@@ -9,6 +9,7 @@ from .charts import batch_chart, memory_charts
 from ._common import (
     COST_HEADER,
     MEMORY_HEADER,
+    SECTIONS,
     checkpoint_sentence,
     cost_rows,
     cost_summary,
@@ -22,6 +23,7 @@ from ._common import (
     pct,
     shape,
 )
+from .verifier import context_line, counts_line
 
 
 def _table(header, body) -> str:
@@ -39,13 +41,10 @@ figure{margin:.6em 0}table{display:block;overflow-x:auto;max-width:100%}
 """
 
 
-def render_html(report: Report) -> str:
-    m, p, s = report.model, report.params, report.structure
-    e = escape
+def _header(report: Report) -> list[str]:
+    m, e = report.model, escape
     ok = report.forward_pass.ok and (report.backward_pass is None or report.backward_pass.ok)
     parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width,initial-scale=1'>",
-        f"<title>{e(m.id)} — neurarch</title><style>{_CSS}</style></head><body>",
         f"<h1>{e(m.id)}</h1>",
         f"<p class=meta>{e(m.source)} — {e(m.provenance)}<br>architecture {e(m.architecture or '—')} (built <code>{e(m.model_class or '?')}</code>, {e(m.library)})"
         + (f"<br>revision <code>{e(m.revision)}</code>" if m.revision else "")
@@ -57,7 +56,12 @@ def render_html(report: Report) -> str:
     parts.append(f"<p class={'ok' if ok else 'bad'}>{e(pass_line(report))}</p>")
     for note in m.notes:
         parts.append(f"<p class=meta>Note: {e(note)}</p>")
-    parts.append("<h2>Parameters</h2><table>")
+    return parts
+
+
+def _parameters(report: Report) -> list[str]:
+    p, e = report.params, escape
+    parts = ["<h2>Parameters</h2><table>"]
     rows = [("parameters (unique, tied once)", n(p.parameters)), ("buffers (persistent)", n(p.buffers))]
     if p.trainable != p.parameters:
         rows.insert(1, ("of which trainable", n(p.trainable)))
@@ -81,50 +85,97 @@ def render_html(report: Report) -> str:
         for group in p.tied:
             parts.append(f"<li>tied: {' = '.join(f'<code>{e(g)}</code>' for g in group)}</li>")
         parts.append("</ul>")
-    parts.append(f"<h2>Layers ({s.layers} rows, {s.modules} modules)</h2><table><tr><th class=num>#</th><th>name</th><th>type</th><th>output shape</th><th class=num>params</th></tr>")
+    return parts
+
+
+def _layers(report: Report) -> list[str]:
+    s, e = report.structure, escape
+    parts = [f"<h2>Layers ({s.layers} rows, {s.modules} modules)</h2><table><tr><th class=num>#</th><th>name</th><th>type</th><th>output shape</th><th class=num>params</th></tr>"]
     for node in s.nodes:
         parts.append(
             f"<tr><td class=num>{node.index}</td><td><code>{e(node.name)}</code></td><td>{e(node.type)}</td>"
             f"<td>{e(shape(node.output_shape))}</td><td class=num>{n(node.parameters) if node.parameters else ''}</td></tr>"
         )
     parts.append("</table>")
-    if report.memory is not None:
-        parts.append("<h2>Memory: what a CUDA card needs</h2>")
-        parts += [f"<figure>{svg}</figure>" for _, svg in memory_charts(report)]
-        parts.append(_table(MEMORY_HEADER, memory_rows(report)))
-        parts += [f"<p class=meta>{e(x)}</p>" for x in memory_summary(report)]
-    if report.cards:
-        parts.append("<h2>What fits on which card</h2>")
-        chart = batch_chart(report)
-        if chart:
-            parts.append(f"<figure>{chart}</figure>")
-        parts.append(_table(fit_header(report), fit_rows(report)))
-    parts += [f"<p>{e(x)}</p>" for x in multi_gpu_lines(report)]
-    if report.cost is not None:
-        summary = cost_summary(report)
-        parts.append(f"<h2>What it costs to run</h2><p>{e(summary[0])}</p><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in COST_HEADER) + "</tr>")
-        for r in cost_rows(report):
-            parts.append("<tr>" + "".join(f"<td{' class=num' if 1 <= i <= 5 else ''}>{e(x)}</td>" for i, x in enumerate(r)) + "</tr>")
-        parts.append("</table>" + "".join(f"<p class=meta>{e(x)}</p>" for x in summary[1:]))
-    if report.verifier is not None:
-        from ..verify.text import context_line, counts_line
+    return parts
 
-        parts.append("<h2>What the verifier says</h2>")
-        if not report.findings:
-            parts.append("<p>No finding on the reconstructed graph. See the checks: <code>neurarch-trace checks</code>.</p>")
-        else:
-            parts.append("<ul>")
-            for f in report.findings:
-                node = f" <code>{e(f.node)}</code>" if f.node else ""
-                parts.append(f"<li><b>{e(f.severity)}</b> <code>{e(f.rule)}</code>{node}: {e(f.message)}<br>Fix: {e(f.fix)}</li>")
-            parts.append("</ul>")
-        for err in report.verifier.rule_errors:
-            parts.append(f"<p class=bad>rule {e(err.rule)} failed on this model ({e(err.error)}); the other rules ran.</p>")
-        parts.append(f"<p class=meta>{e(counts_line(report.verifier))}. {e(context_line(report.verifier))}</p>")
-    if report.errors:
-        parts.append("<h2>Sections that failed</h2><p>The rest of the report stands.</p><ul>"
-                     + "".join(f"<li><code>{e(k)}</code>: {e(v)}</li>" for k, v in report.errors.items()) + "</ul>")
-    if report.warnings:
-        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")
+
+def _memory(report: Report) -> list[str]:
+    if report.memory is None:
+        return []
+    parts = ["<h2>Memory: what a CUDA card needs</h2>"]
+    parts += [f"<figure>{svg}</figure>" for _, svg in memory_charts(report)]
+    parts.append(_table(MEMORY_HEADER, memory_rows(report)))
+    return parts + [f"<p class=meta>{escape(x)}</p>" for x in memory_summary(report)]
+
+
+def _cards(report: Report) -> list[str]:
+    if not report.cards:
+        return []
+    parts = ["<h2>What fits on which card</h2>"]
+    chart = batch_chart(report)
+    if chart:
+        parts.append(f"<figure>{chart}</figure>")
+    return parts + [_table(fit_header(report), fit_rows(report))]
+
+
+def _multi_gpu(report: Report) -> list[str]:
+    return [f"<p>{escape(x)}</p>" for x in multi_gpu_lines(report)]
+
+
+def _cost(report: Report) -> list[str]:
+    if report.cost is None:
+        return []
+    e = escape
+    summary = cost_summary(report)
+    parts = [f"<h2>What it costs to run</h2><p>{e(summary[0])}</p><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in COST_HEADER) + "</tr>"]
+    for r in cost_rows(report):
+        parts.append("<tr>" + "".join(f"<td{' class=num' if 1 <= i <= 5 else ''}>{e(x)}</td>" for i, x in enumerate(r)) + "</tr>")
+    parts.append("</table>" + "".join(f"<p class=meta>{e(x)}</p>" for x in summary[1:]))
+    return parts
+
+
+def _verifier(report: Report) -> list[str]:
+    if report.verifier is None:
+        return []
+    e = escape
+    parts = ["<h2>What the verifier says</h2>"]
+    if not report.findings:
+        parts.append("<p>No finding on the reconstructed graph. See the checks: <code>neurarch-trace checks</code>.</p>")
+    else:
+        parts.append("<ul>")
+        for f in report.findings:
+            node = f" <code>{e(f.node)}</code>" if f.node else ""
+            parts.append(f"<li><b>{e(f.severity)}</b> <code>{e(f.rule)}</code>{node}: {e(f.message)}<br>Fix: {e(f.fix)}</li>")
+        parts.append("</ul>")
+    for err in report.verifier.rule_errors:
+        parts.append(f"<p class=bad>rule {e(err.rule)} failed on this model ({e(err.error)}); the other rules ran.</p>")
+    parts.append(f"<p class=meta>{e(counts_line(report.verifier))}. {e(context_line(report.verifier))}</p>")
+    return parts
+
+
+def _errors(report: Report) -> list[str]:
+    if not report.errors:
+        return []
+    return ["<h2>Sections that failed</h2><p>The rest of the report stands.</p><ul>"
+            + "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in report.errors.items()) + "</ul>"]
+
+
+def _warnings(report: Report) -> list[str]:
+    return ["<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in report.warnings) + "</ul>"] if report.warnings else []
+
+
+RENDERERS = {"header": _header, "parameters": _parameters, "layers": _layers, "memory": _memory, "cards": _cards,
+             "multi_gpu": _multi_gpu, "cost": _cost, "verifier": _verifier, "errors": _errors, "warnings": _warnings}
+
+
+def render_html(report: Report) -> str:
+    e = escape
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width,initial-scale=1'>",
+        f"<title>{e(report.model.id)} — neurarch</title><style>{_CSS}</style></head><body>",
+    ]
+    for name in SECTIONS:
+        parts += RENDERERS[name](report)
     parts.append(f"<p class=meta>{e(report.tool)}, report schema {e(report.schema_version)}</p></body></html>\n")
     return "\n".join(parts)

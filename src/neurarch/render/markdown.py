@@ -6,6 +6,7 @@ from ..report import Report
 from ._common import (
     COST_HEADER,
     MEMORY_HEADER,
+    SECTIONS,
     checkpoint_sentence,
     cost_rows,
     cost_summary,
@@ -20,6 +21,7 @@ from ._common import (
     rows,
     shape,
 )
+from .verifier import section as verifier_section
 
 
 def _table(header: list[str], body: list[list[str]]) -> list[str]:
@@ -31,8 +33,8 @@ def _esc(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
-    m, p, s = report.model, report.params, report.structure
+def _header(report: Report, max_rows) -> list[str]:
+    m = report.model
     out = [f"# {m.id}", ""]
     out.append(f"- **Source**: {m.source} — {_esc(m.provenance)}")
     out.append(f"- **Architecture**: {m.architecture or '—'} (built `{m.model_class}`, {m.library})")
@@ -44,7 +46,12 @@ def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
     out.append(f"- **Trace**: {_esc(pass_line(report))}")
     for note in m.notes:
         out.append(f"- **Note**: {_esc(note)}")
-    out += ["", "## Parameters", "", "| | scalars |", "|---|---:|"]
+    return out
+
+
+def _parameters(report: Report, max_rows) -> list[str]:
+    p = report.params
+    out = ["", "## Parameters", "", "| | scalars |", "|---|---:|"]
     out.append(f"| parameters (unique, tied once) | {n(p.parameters)} |")
     if p.trainable != p.parameters:
         out.append(f"| of which trainable | {n(p.trainable)} |")
@@ -66,34 +73,66 @@ def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
         out.append(f"- {d.scalars:+,}: {_esc(d.cause)} ({', '.join(f'`{t}`' for t in d.tensors[:4])})")
     for group in p.tied:
         out.append(f"- tied: {' = '.join(f'`{g}`' for g in group)}")
-    out += ["", f"## Layers ({s.layers} rows, {s.modules} modules)", "", "| # | name | type | output shape | params |", "|---:|---|---|---|---:|"]
+    return out
+
+
+def _layers(report: Report, max_rows) -> list[str]:
+    s = report.structure
+    out = ["", f"## Layers ({s.layers} rows, {s.modules} modules)", "", "| # | name | type | output shape | params |", "|---:|---|---|---|---:|"]
     for node in rows(report, max_rows):
         if node is None:
             out.append(f"| … | ({s.layers - (max_rows or 0)} rows hidden) | | | |")
             continue
         out.append(f"| {node.index} | `{node.name}` | {node.type} | {shape(node.output_shape)} | {n(node.parameters) if node.parameters else ''} |")
-    if report.memory is not None:
-        out += ["", "## Memory: what a CUDA card needs", ""] + _table(MEMORY_HEADER, memory_rows(report)) + [""] + memory_summary(report)
-    if report.cards:
-        out += ["", "## What fits on which card", ""] + _table(fit_header(report), fit_rows(report))
-    if report.multi_gpu:
-        out += [""] + [f"- {x}" for x in multi_gpu_lines(report)]
-    if report.cost is not None:
-        out += ["", "## What it costs to run", ""]
-        out += cost_summary(report)[:1] + [""]
-        out.append("| " + " | ".join(COST_HEADER) + " |")
-        out.append("|---|---:|---:|---:|---:|---:|---|---|")
-        out += ["| " + " | ".join(_esc(x) for x in r) + " |" for r in cost_rows(report)]
-        out += [""] + cost_summary(report)[1:]
-    if report.verifier is not None:
-        from ..verify.text import section
+    return out
 
-        out += ["", section(report.findings, report.verifier, markdown=True)]
-    if report.errors:
-        out += ["", "## Sections that failed", "", "The rest of the report stands.", ""]
-        out += [f"- `{_esc(k)}`: {_esc(v)}" for k, v in report.errors.items()]
-    if report.warnings:
-        out += ["", "## Warnings", ""]
-        out += [f"- {_esc(w)}" for w in report.warnings]
+
+def _memory(report: Report, max_rows) -> list[str]:
+    if report.memory is None:
+        return []
+    return ["", "## Memory: what a CUDA card needs", ""] + _table(MEMORY_HEADER, memory_rows(report)) + [""] + memory_summary(report)
+
+
+def _cards(report: Report, max_rows) -> list[str]:
+    return ["", "## What fits on which card", ""] + _table(fit_header(report), fit_rows(report)) if report.cards else []
+
+
+def _multi_gpu(report: Report, max_rows) -> list[str]:
+    return [""] + [f"- {x}" for x in multi_gpu_lines(report)] if report.multi_gpu else []
+
+
+def _cost(report: Report, max_rows) -> list[str]:
+    if report.cost is None:
+        return []
+    out = ["", "## What it costs to run", ""]
+    out += cost_summary(report)[:1] + [""]
+    out.append("| " + " | ".join(COST_HEADER) + " |")
+    out.append("|---|---:|---:|---:|---:|---:|---|---|")
+    out += ["| " + " | ".join(_esc(x) for x in r) + " |" for r in cost_rows(report)]
+    return out + [""] + cost_summary(report)[1:]
+
+
+def _verifier(report: Report, max_rows) -> list[str]:
+    return ["", verifier_section(report.findings, report.verifier, markdown=True)] if report.verifier is not None else []
+
+
+def _errors(report: Report, max_rows) -> list[str]:
+    if not report.errors:
+        return []
+    return ["", "## Sections that failed", "", "The rest of the report stands.", ""] + [f"- `{_esc(k)}`: {_esc(v)}" for k, v in report.errors.items()]
+
+
+def _warnings(report: Report, max_rows) -> list[str]:
+    return ["", "## Warnings", ""] + [f"- {_esc(w)}" for w in report.warnings] if report.warnings else []
+
+
+RENDERERS = {"header": _header, "parameters": _parameters, "layers": _layers, "memory": _memory, "cards": _cards,
+             "multi_gpu": _multi_gpu, "cost": _cost, "verifier": _verifier, "errors": _errors, "warnings": _warnings}
+
+
+def render_markdown(report: Report, *, max_rows: int | None = None) -> str:
+    out: list[str] = []
+    for name in SECTIONS:
+        out += RENDERERS[name](report, max_rows)
     out += ["", f"<sub>{report.tool}, report schema {report.schema_version}</sub>", ""]
     return "\n".join(out)

@@ -11,6 +11,7 @@ from rich.table import Table
 from ..report import Report
 from ._common import (
     MODES,
+    SECTIONS,
     checkpoint_sentence,
     cost_summary,
     hours,
@@ -24,6 +25,7 @@ from ._common import (
     rows,
     shape,
 )
+from .verifier import section as verifier_section
 
 
 # The default text reads cleanly at 100 columns: numbers in the tables, words below them.
@@ -110,9 +112,7 @@ def _para(con: Console, text: str, indent: str = "  ", style: str | None = None)
         con.print(line, markup=False, highlight=False, style=style, overflow="ignore", crop=False)
 
 
-def render_text(report: Report, *, max_rows: int | None = None, color: bool = False, width: int | None = None) -> str:
-    buf = io.StringIO()
-    con = Console(file=buf, force_terminal=color, color_system="auto" if color else None, width=width or WIDTH, soft_wrap=False)
+def _header(con: Console, report: Report, max_rows) -> None:
     m = report.model
     _para(con, f"{m.id}  ({m.source}: {m.provenance})")
     built = m.model_class or "?"
@@ -124,6 +124,8 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
     ok = report.forward_pass.ok and (report.backward_pass is None or report.backward_pass.ok)
     _para(con, pass_line(report), style="green" if ok else "red")
 
+
+def _layers(con: Console, report: Report, max_rows) -> None:
     # No rules and one space between columns: names up to ~55 characters stay on one line at 100 columns.
     t = Table(title=f"Layers ({report.structure.layers} rows, {report.structure.modules} modules)", title_justify="left", box=None,
               padding=(0, 1, 0, 0), pad_edge=False, header_style="bold")
@@ -141,6 +143,8 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
         t.add_row(str(node.index), node.name, node.type, shape(node.output_shape), n(node.parameters) if node.parameters else "")
     con.print(t)
 
+
+def _parameters(con: Console, report: Report, max_rows) -> None:
     p = report.params
     c = Table(title="Parameters", title_justify="left", show_header=False)
     c.add_column("what")
@@ -165,24 +169,54 @@ def render_text(report: Report, *, max_rows: int | None = None, color: bool = Fa
         _para(con, f"  {d.scalars:+,}: {d.cause} ({', '.join(d.tensors[:4])}{' …' if len(d.tensors) > 4 else ''})", indent="    ")
     for group in p.tied:
         _para(con, f"tied: {' = '.join(group)}")
+
+
+def _memory(con: Console, report: Report, max_rows) -> None:
     if report.memory is not None:
         _memory_table(con, report)
         for line in memory_summary(report):
             _para(con, line)
+
+
+def _cards(con: Console, report: Report, max_rows) -> None:
     if report.cards:
         _fit_table(con, report)
+
+
+def _multi_gpu(con: Console, report: Report, max_rows) -> None:
     for line in multi_gpu_lines(report):
         _para(con, line)
+
+
+def _cost(con: Console, report: Report, max_rows) -> None:
     if report.cost is not None:
         _cost_table(con, report)
         for line in cost_summary(report):
             _para(con, line)
+
+
+def _verifier(con: Console, report: Report, max_rows) -> None:
+    if report.verifier is not None:
+        con.print(verifier_section(report.findings, report.verifier, width=con.width - 1), markup=False, highlight=False)
+
+
+def _errors(con: Console, report: Report, max_rows) -> None:
     for section, error in report.errors.items():
         _para(con, f"section {section} failed: {error} (the rest of the report stands)", style="red")
-    if report.verifier is not None:
-        from ..verify.text import section
 
-        con.print(section(report.findings, report.verifier, width=con.width - 1), markup=False, highlight=False)
+
+def _warnings(con: Console, report: Report, max_rows) -> None:
     for w in report.warnings:
         _para(con, f"warning: {w}", style="yellow")
+
+
+RENDERERS = {"header": _header, "parameters": _parameters, "layers": _layers, "memory": _memory, "cards": _cards,
+             "multi_gpu": _multi_gpu, "cost": _cost, "verifier": _verifier, "errors": _errors, "warnings": _warnings}
+
+
+def render_text(report: Report, *, max_rows: int | None = None, color: bool = False, width: int | None = None) -> str:
+    buf = io.StringIO()
+    con = Console(file=buf, force_terminal=color, color_system="auto" if color else None, width=width or WIDTH, soft_wrap=False)
+    for name in SECTIONS:
+        RENDERERS[name](con, report, max_rows)
     return buf.getvalue()

@@ -91,7 +91,7 @@ def context(report: Report, *, values: dict, revision: str | None, base: str, ca
     ]
     verifier = None
     if report.verifier is not None:
-        from ..verify.text import context_line, counts_line
+        from ..render.verifier import context_line, counts_line
 
         verifier = {"counts": counts_line(report.verifier), "context": context_line(report.verifier),
                     "errors": [(x.rule, x.error) for x in report.verifier.rule_errors]}

@@ -1,4 +1,4 @@
-"""The report section 'What the verifier says', as plain text or Markdown.
+"""The report section "What the verifier says", as plain text or Markdown (and the lines the HTML uses).
 
 Renderers call :func:`section` with the report's findings and verifier
 summary; the output is either the findings, most severe first, with their
