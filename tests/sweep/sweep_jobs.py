@@ -88,3 +88,10 @@ def writes_pid_then_sleeps(path: str):
     Path(path).write_text(str(os.getpid()))
     while True:
         time.sleep(60)
+
+
+def fails_until(x, flag: str):
+    """Fails for "y" until the file ``flag`` exists."""
+    if x == "y" and not os.path.exists(flag):
+        raise RuntimeError("not yet")
+    return x
