@@ -71,11 +71,11 @@ class _Job:
 
 
 class _Worker:
-    def __init__(self, ctx, env: dict):
+    def __init__(self, ctx, env: dict, test_jobs: bool = False):
         from .worker import main
 
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=main, args=(child, env), name="neurarch-worker", daemon=False)
+        self.proc = ctx.Process(target=main, args=(child, env, test_jobs), name="neurarch-worker", daemon=False)
         # A spawned child imports neurarch (and huggingface_hub, which reads its settings
         # at import) before main() runs: its environment must be right when it starts.
         with _ENV_LOCK:
@@ -122,7 +122,7 @@ class _Worker:
 
 class Pool:
     def __init__(self, workers: int = 1, *, time_limit_s: float = 300.0, memory_limit_bytes: int = 8 << 30,
-                 queue_size: int = 16, env: dict | None = None):
+                 queue_size: int = 16, env: dict | None = None, grace_s: float = GRACE_S, test_jobs: bool = False):
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.size = workers
@@ -130,6 +130,8 @@ class Pool:
         self.memory_limit_bytes = memory_limit_bytes
         self.queue_size = queue_size
         self.env = dict(env or {})
+        self.grace_s = grace_s  # the parent kills a busy worker this long after the time limit
+        self._test_jobs = test_jobs  # the pool's own tests only (neurarch.web.worker._test_job); the app never sets it
         self._ctx = multiprocessing.get_context("spawn")
         self._threads = ThreadPoolExecutor(max_workers=workers + 1, thread_name_prefix="neurarch-pool")
         self._queue: asyncio.Queue | None = None
@@ -144,7 +146,7 @@ class Pool:
         """Start every worker and wait until each has done its imports."""
         loop = asyncio.get_running_loop()
         self._queue = asyncio.Queue(maxsize=self.queue_size)
-        self.workers = [_Worker(self._ctx, self.env) for _ in range(self.size)]
+        self.workers = [_Worker(self._ctx, self.env, self._test_jobs) for _ in range(self.size)]
         await asyncio.gather(*(loop.run_in_executor(self._threads, w.wait_ready) for w in self.workers))
         self._slots = [asyncio.create_task(self._slot(i)) for i in range(self.size)]
 
@@ -233,7 +235,7 @@ class Pool:
             if reason:
                 self.killed[reason] += 1
             await loop.run_in_executor(self._threads, old.kill)
-        new = _Worker(self._ctx, self.env)
+        new = _Worker(self._ctx, self.env, self._test_jobs)
         self.workers[i] = new
         await loop.run_in_executor(self._threads, new.wait_ready)
         return new
@@ -241,7 +243,7 @@ class Pool:
     def _run(self, w: _Worker, payload: dict) -> tuple:
         """Send one job and wait for its answer, watching the clock and the memory (a thread)."""
         limit = payload.get("timeout_s") or self.time_limit_s
-        deadline = time.monotonic() + limit + GRACE_S
+        deadline = time.monotonic() + limit + self.grace_s
         w.conn.send(payload)
         while True:
             if w.conn.poll(POLL_S):

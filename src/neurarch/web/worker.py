@@ -46,12 +46,36 @@ def warm() -> None:
     catalog.entries()
 
 
-def run_job(job: dict, workdir: Path) -> tuple:
+def _test_job(job: dict) -> tuple:
+    """Jobs that only the pool's own tests can send (``Pool(test_jobs=True)``,
+    which the app never sets; no HTTP route builds a job of these kinds):
+
+    * ``test:hang``: a call into C that never returns, with every signal
+      blocked first, so the worker's own timer cannot fire: only the parent's
+      kill ends it;
+    * ``test:hog``: holds ``bytes`` of resident memory (every page written),
+      then waits: the parent's memory watch must kill it.
+    """
+    if job["kind"] == "test:hang":
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
+        time.sleep(3600)  # nanosleep in C; with the signals blocked nothing interrupts it
+    elif job["kind"] == "test:hog":
+        held = b"\x01" * int(job["bytes"])  # written, so resident (not lazily mapped zeros)
+        time.sleep(float(job.get("hold_s", 600)))
+        return ("ok", str(len(held)), 0.0, None)
+    return ("error", 400, "bad_job", f"unknown job kind {job['kind']!r}", None, {})
+
+
+def run_job(job: dict, workdir: Path, test_jobs: bool = False) -> tuple:
     from ..pipeline import analyze
     from .errors import from_exception
     from .ids import check_model_id
     from .options import to_options
 
+    if job.get("kind") not in ("model", "config"):
+        if test_jobs and str(job.get("kind")).startswith("test:"):
+            return _test_job(job)
+        return ("error", 400, "bad_job", f"unknown job kind {job.get('kind')!r}", None, {})
     started = time.monotonic()
     try:
         opts = to_options(job["options"], timeout_s=job.get("timeout_s"))
@@ -83,8 +107,9 @@ def run_job(job: dict, workdir: Path) -> tuple:
         return ("error",) + from_exception(e).as_tuple()
 
 
-def main(conn, env: dict) -> None:
-    """The worker's loop (the target of the pool's ``Process``)."""
+def main(conn, env: dict, test_jobs: bool = False) -> None:
+    """The worker's loop (the target of the pool's ``Process``); ``test_jobs``
+    admits the pool tests' job kinds (:func:`_test_job`)."""
     os.setpgrp()  # its own process group: the parent kills the worker with its forked children
     _die_with_parent()
     os.environ.update(env)
@@ -100,7 +125,7 @@ def main(conn, env: dict) -> None:
                 break
             if job is None:
                 break
-            conn.send(run_job(job, workdir))
+            conn.send(run_job(job, workdir, test_jobs))
     finally:
         try:
             os.rmdir(workdir)
