@@ -12,9 +12,13 @@ default config, and
 3. compare neurarch's parameter count (``count_graph(model).parameters``,
    taken after the trace) with the reference.
 
-Each model runs in a worker subprocess under a per-model time limit
-(``signal.alarm``); a worker that dies (segfault, OOM) is replaced and the
-model it was on is recorded as crashed, so one bad model cannot stop the run.
+Each model type runs in its own process through ``neurarch.sweep`` (a local
+dask cluster of ``--jobs`` workers): the time limit interrupts it from outside
+(``neurarch.supervise``), one that cannot be interrupted (stuck in C code) is
+killed and recorded as a hang, one over the memory limit (resident memory) is
+killed and recorded as such, and one that dies (a segfault) is recorded as
+crashed, so one bad model cannot stop the run.  ``--results PATH`` keeps the
+sweep's JSON-lines file: run the same command again to carry on where it stopped.
 
 Usage::
 
@@ -22,6 +26,7 @@ Usage::
     python benchmarks/coverage.py --only bert,whisper -v     # a few, printed
     python benchmarks/coverage.py --timeout 180 --out docs
     python benchmarks/coverage.py --catalog                  # the catalog models only (~10 s)
+    python benchmarks/coverage.py --results /tmp/cov.jsonl   # resumable: a second run skips the types done
 
 The result: ``docs/coverage.md`` (rates and failures grouped by cause) and
 ``docs/coverage.csv`` (one row per model type).
@@ -32,13 +37,10 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as _dt
-import json
 import os
+import functools
 import platform
 import re
-import resource
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,20 +68,14 @@ FIELDS = [
     "real_check",
     "guessed",
 ]
-MEMORY_LIMIT_BYTES = 12 * 1024**3  # per worker: a runaway real allocation fails instead of swapping
+MEMORY_LIMIT_BYTES = 12 * 1024**3  # resident memory per model type: a runaway real allocation is killed, not swapped
+HANG_GRACE = 30  # seconds past its time limit before a type that cannot be interrupted is killed as a hang
+PRELOAD = ("torch", "transformers", "neurarch.build", "neurarch.inputs", "neurarch.trace")  # once per sweep worker
 
 
 # --------------------------------------------------------------------------
-# Worker side: one model type at a time.
+# One model type, in its own process.
 # --------------------------------------------------------------------------
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _on_alarm(signum, frame):
-    raise _Timeout("time limit")
 
 
 def _err(e: BaseException) -> str:
@@ -247,55 +243,72 @@ def _real_check(model_type: str, row: dict) -> None:
         row["real_check"] = f"could not run: {_err(e)[:100]}"
 
 
-def run_one(model_type: str, timeout: int) -> dict:
+def _new_row(model_type: str) -> dict:
     row = {k: "" for k in FIELDS}
     row.update(model_type=model_type, config_ok=False, meta_build=False, neurarch_build=False, forward=False, backward=False, count_equal=False)
+    return row
+
+
+def run_one(model_type: str, timeout: int) -> dict:
+    """One model type's row (the sweep's job: it runs in a process of its own).
+
+    ``timeout`` bounds the build, trace and count; the real check after a
+    failure has REAL_CHECK_SECONDS of its own.  The row so far is reported as
+    progress, so a type killed from outside still says how far it got.
+    """
+    import logging
+
+    from neurarch.supervise import TimeLimit, deadline, progress
+
+    logging.disable(logging.WARNING)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    row = _new_row(model_type)
     t0 = time.perf_counter()
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.alarm(timeout)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cfg = _reference(model_type, row)
-            if cfg is not None and row["model_class"]:
-                _neurarch(cfg, model_type, row)
+        with deadline(timeout):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cfg = _reference(model_type, row)
+                progress(row)
+                if cfg is not None and row["model_class"]:
+                    _neurarch(cfg, model_type, row)
+                    progress(row)
         if row["meta_build"] is True and row["backward"] is not True and "Timeout" not in row["error"]:
-            signal.alarm(REAL_CHECK_SECONDS)
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    _real_check(model_type, row)
-            except _Timeout:
+                with deadline(REAL_CHECK_SECONDS):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        _real_check(model_type, row)
+            except TimeLimit:
                 row["real_check"] = "timed out"
-    except _Timeout:
+    except TimeLimit:
         row["stage"] = row["stage"] or "timeout"
         row["error"] = f"Timeout: over {timeout} s"
     except Exception as e:  # anything the stages did not catch themselves
         row["stage"], row["error"] = row["stage"] or "other", _err(e)
-    finally:
-        signal.alarm(0)
     row["seconds"] = round(time.perf_counter() - t0, 2)
     return row
 
 
-def worker(types: list[str], out_path: str, timeout: int) -> None:
-    """Process ``types`` in order, appending one JSON line per type to ``out_path``."""
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-    except (ValueError, OSError):
-        pass
-    import logging
-
-    logging.disable(logging.WARNING)
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    for t in types:
-        row = run_one(t, timeout)
-        with open(out_path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+def row_of(rec, limit_s: float) -> dict:
+    """A sweep record as a CSV row: the job's row, or, for a type killed or crashed, how far it got."""
+    if rec.ok:
+        return rec.value
+    row = dict(rec.progress) if isinstance(rec.progress, dict) else _new_row(rec.key)
+    if rec.status == "crash":
+        row["stage"], row["error"] = "crash", f"WorkerCrash: {(rec.stderr_tail[-1] if rec.stderr_tail else f'exit code {rec.exit_code}')[:300]}"
+    elif rec.status in ("hang", "timeout"):
+        row["stage"], row["error"] = "hang", f"WorkerHang: no answer {limit_s:g} s after it started"
+    elif rec.status == "memory":
+        row["stage"], row["error"] = "memory", rec.error
+    else:  # the job raised past its own handlers
+        row["stage"], row["error"] = row.get("stage") or "other", rec.error
+    row["seconds"] = round(rec.seconds, 2)
+    return row
 
 
 # --------------------------------------------------------------------------
-# Parent side: keep a worker running until every type has a row.
+# The sweep: every type once, each in its own process.
 # --------------------------------------------------------------------------
 
 
@@ -305,58 +318,28 @@ def all_types() -> list[str]:
     return sorted(CONFIG_MAPPING_NAMES)
 
 
-def _run_chunk(types: list[str], timeout: int, verbose: bool) -> dict[str, dict]:
-    """One worker process at a time over ``types``; a worker that dies is replaced."""
-    done: dict[str, dict] = {}
-    fd, out_path = tempfile.mkstemp(suffix=".jsonl", prefix="coverage-")
-    os.close(fd)
-    err = tempfile.TemporaryFile(mode="w+")
+def run_all(types: list[str], timeout: int, verbose: bool, jobs: int = 1, results: str | None = None) -> list[dict]:
+    """Every type once, ``jobs`` at a time, each in its own process (``neurarch.sweep``).
+
+    ``results``: the sweep's JSON-lines file, kept so that a second run skips the
+    types it holds; by default a temporary file, removed at the end.
+    """
+    from neurarch.sweep import run_sweep
+
+    limit = timeout + REAL_CHECK_SECONDS + 10  # the main work, the real check, the row
+    tmp = None
+    if results is None:
+        fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix="coverage-")
+        os.close(fd)
     try:
-        while True:
-            todo = [t for t in types if t not in done]
-            if not todo:
-                break
-            cmd = [sys.executable, __file__, "--worker", "--timeout", str(timeout), "--out-jsonl", out_path, "--only", ",".join(todo)]
-            err.seek(0)
-            err.truncate()
-            proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True)
-            before = len(done)
-            for line in Path(out_path).read_text().splitlines():
-                row = json.loads(line)
-                if row["model_type"] not in done:
-                    done[row["model_type"]] = row
-                    if verbose:
-                        _print_row(row)
-            todo = [t for t in types if t not in done]
-            err.seek(0)
-            tail = [l for l in err.read().strip().splitlines()[-20:] if l.strip()]
-            if todo and proc.returncode != 0:
-                # The worker died on todo[0]: record it and go on with the rest.
-                row = {k: "" for k in FIELDS}
-                row.update(model_type=todo[0], stage="crash", error=f"WorkerCrash: {(tail[-1] if tail else f'exit code {proc.returncode}')[:300]}")
-                for k in ("config_ok", "meta_build", "neurarch_build", "forward", "backward", "count_equal"):
-                    row[k] = False
-                done[todo[0]] = row
-                if verbose:
-                    _print_row(row)
-            elif todo and len(done) == before:
-                raise RuntimeError("the worker made no progress: " + "\n".join(tail))
+        records = run_sweep(types, job=functools.partial(run_one, timeout=timeout), results_path=results or tmp,
+                            time_limit_s=limit, grace_s=HANG_GRACE, memory_limit_bytes=MEMORY_LIMIT_BYTES,
+                            workers=max(jobs, 1), preload=PRELOAD,
+                            on_record=(lambda r: _print_row(row_of(r, limit + HANG_GRACE))) if verbose else None)
     finally:
-        err.close()
-        os.unlink(out_path)
-    return done
-
-
-def run_all(types: list[str], timeout: int, verbose: bool, jobs: int = 1) -> list[dict]:
-    """Every type once, in ``jobs`` worker processes side by side (interleaved chunks)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    chunks = [types[i::jobs] for i in range(max(jobs, 1))]
-    done: dict[str, dict] = {}
-    with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
-        for part in pool.map(lambda c: _run_chunk(c, timeout, verbose), chunks):
-            done.update(part)
-    return [done[t] for t in types]
+        if tmp:
+            os.unlink(tmp)
+    return [row_of(r, limit + HANG_GRACE) for r in records]
 
 
 def _print_row(row: dict) -> None:
@@ -537,21 +520,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma-separated model types (default: all of CONFIG_MAPPING)")
     ap.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help=f"seconds per model type (default {DEFAULT_TIMEOUT})")
-    ap.add_argument("--jobs", type=int, default=1, help="worker processes side by side (default 1)")
+    ap.add_argument("--jobs", type=int, default=1, help="model types side by side, each in its own process (default 1)")
+    ap.add_argument("--results", help="keep the sweep's JSON-lines file here; run again with it to skip the types done")
     ap.add_argument("--out", default=str(ROOT / "docs"), help="folder for coverage.md and coverage.csv")
     ap.add_argument("--no-write", action="store_true", help="print only, write no files")
     ap.add_argument("-v", "--verbose", action="store_true", help="print one line per model type")
     ap.add_argument("--catalog", action="store_true", help="trace the bundled catalog models only (a quick check)")
     ap.add_argument("--from-csv", help="rewrite coverage.md from a coverage.csv (no run); --minutes gives the wall time")
     ap.add_argument("--minutes", type=float, default=0.0, help=argparse.SUPPRESS)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--out-jsonl", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
 
-    if args.worker:
-        worker(args.only.split(","), args.out_jsonl, args.timeout)
-        return 0
     if args.catalog:
         return check_catalog()
     if args.from_csv:
@@ -561,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     types = args.only.split(",") if args.only else all_types()
     t0 = time.time()
-    rows = run_all(types, args.timeout, args.verbose, args.jobs)
+    rows = run_all(types, args.timeout, args.verbose, args.jobs, args.results)
     elapsed = time.time() - t0
     if args.no_write:
         for r in rows:

@@ -53,9 +53,10 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 from .errors import one_line
 
@@ -67,6 +68,7 @@ GRACE_S = 5.0  # after the soft time limit (SIGUSR1), how long before the item i
 READY_TIMEOUT_S = 300.0  # a supervisor that cannot finish its preload imports in this time is a broken install
 STDERR_TAIL_LINES = 20  # lines of the item's captured stderr kept in an Outcome
 _SOFT_SIGNAL = signal.SIGUSR1
+_DEADLINE_SIGNAL = signal.SIGUSR2  # deadline(): a signal of its own, so that a late one is told apart
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _PROGRESS_ENV = "NEURARCH_SUPERVISE_PROGRESS"  # set in an item: the file progress() appends to
 _SRC = str(Path(__file__).resolve().parents[1])  # the folder holding the neurarch package
@@ -259,6 +261,42 @@ def progress(value: Any) -> None:
     path = os.environ.get(_PROGRESS_ENV)
     if path:
         _append_frame(path, "progress", _dumps(value))
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise :class:`TimeLimit` in the block if it runs longer than ``seconds`` (main thread only).
+
+    For a stage inside an item that needs a shorter limit of its own (a quick
+    check after the main work).  Like the item's own limit it interrupts Python
+    code and sleeps, not a C call: the supervisor's kill still backs it.
+    Deadlines nest; a signal that arrives just after the block is ignored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("deadline() works on the main thread only (signals are delivered there)")
+    if not seconds > 0:
+        raise ValueError(f"deadline needs a positive number of seconds, not {seconds!r}")
+    end = time.monotonic() + seconds
+    state = {"active": True}
+
+    def on_signal(signum, frame):
+        if state["active"] and time.monotonic() >= end - 0.001:
+            state["active"] = False
+            raise TimeLimit(f"over {seconds:g} s")
+        if callable(previous):  # an outer deadline's signal
+            previous(signum, frame)
+
+    previous = signal.signal(_DEADLINE_SIGNAL, on_signal)
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), _DEADLINE_SIGNAL))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        state["active"] = False
+        timer.cancel()
+        # a signal already on its way must not end the process: never back to the default action
+        signal.signal(_DEADLINE_SIGNAL, previous if callable(previous) else (lambda signum, frame: None))
 
 
 def _on_soft_limit(signum, frame):

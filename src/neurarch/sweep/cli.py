@@ -50,7 +50,7 @@ def _machine_memory() -> int | None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from ..cli import _add_model_options
+    from ..cli.trace import add_model_options as _add_model_options
 
     p = argparse.ArgumentParser(
         prog="neurarch-trace sweep",
@@ -95,7 +95,7 @@ def _summary(rec) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli import _options
+    from ..cli.trace import options_from_args as _options
 
     args = parser().parse_args(argv)
     args.max_rows = None

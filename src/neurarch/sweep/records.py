@@ -30,6 +30,8 @@ class SweepRecord:
     seconds: float = 0.0  # the item's wall clock, in its own process
     peak_rss_bytes: int = 0  # the most resident memory its processes held together
     progress: Any = None  # the last value the job reported with neurarch.supervise.progress()
+    exit_code: int | None = None  # the item process's exit code, -N when signal N ended it
+    stderr_tail: list[str] = field(default_factory=list)  # its last lines on stderr (a crash's clue)
     worker: str = ""  # host:pid of the dask worker that ran it
     finished: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 

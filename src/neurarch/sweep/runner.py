@@ -80,7 +80,8 @@ def run_item(job: Callable[[Any], Any], item: Any, key: str, time_limit_s: float
     if status == "crash" and not error and out.stderr_tail:
         error = out.stderr_tail[-1]
     return SweepRecord(key, item, status, value=value, error=error, seconds=out.seconds,
-                       peak_rss_bytes=out.peak_rss_bytes, progress=progress, worker=where).__dict__
+                       peak_rss_bytes=out.peak_rss_bytes, progress=progress, exit_code=out.exit_code,
+                       stderr_tail=[line[:300] for line in out.stderr_tail[-5:]], worker=where).__dict__
 
 
 def _check(items: list, keys: list[str], time_limit_s: float, workers: int) -> None:
