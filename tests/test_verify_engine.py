@@ -175,13 +175,13 @@ def test_every_rule_has_a_page_and_every_page_a_rule():
 
 
 def test_checks_listing_json(capsys):
-    from neurarch.verify import cli
+    from neurarch.cli import checks as cli
 
-    assert cli.main(["--format", "json"]) == 0
+    assert cli.run(["--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in listed] == verify.REGISTRY.ids()
     assert all(set(r) == {"id", "severity", "summary"} for r in listed)
-    assert cli.main([]) == 0
+    assert cli.run([]) == 0
     text = capsys.readouterr().out
     assert "norm-at-output" in text and f"{len(listed)} rules." in text
 

@@ -329,7 +329,7 @@ def test_script_in_a_config_renders_escaped_everywhere(web_client):
 
 
 def test_checks_pages_list_every_rule_with_its_docs(web_client, capsys):
-    from neurarch.verify.cli import main as checks_main
+    from neurarch.cli.checks import run as checks_main
 
     checks_main(["--format", "json"])
     rules = json.loads(capsys.readouterr().out)

@@ -96,7 +96,7 @@ def _plan_options(args):
 
 
 def _diff_parser() -> argparse.ArgumentParser:
-    from ..cli import _add_model_options
+    from ..cli.trace import add_model_options as _add_model_options
 
     p = _Parser(
         prog="neurarch-trace diff",
@@ -115,7 +115,7 @@ def _diff_parser() -> argparse.ArgumentParser:
 
 def run_diff(argv: list[str]) -> int:
     args = _diff_parser().parse_args(argv)
-    from ..cli import _options
+    from ..cli.trace import options_from_args as _options
     from . import plandiff
 
     args.depth, args.max_rows = None, 0  # what _options reads of the trace command's own flags

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Optional
 
-from torch import nn
+from .._lazy import nn
 
 from ..report import Node, Report
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from torch import nn
+from .._lazy import nn
 
 from ..introspect import config_get, sub_configs  # noqa: F401  (the rules import them from here)
 from ..report import Node

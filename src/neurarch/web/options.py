@@ -99,7 +99,7 @@ def _default(f: dataclasses.Field):
 def _cli_help() -> dict:
     """The CLI's help text per option (so the web says what the CLI says)."""
     try:
-        from ..cli import _trace_parser
+        from ..cli.trace import parser as _trace_parser
 
         return {a.dest: a.help for a in _trace_parser()._actions if a.help}
     except Exception:  # the descriptions are a courtesy; the fields do not depend on them

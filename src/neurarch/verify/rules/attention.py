@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from torch import nn
+from ..._lazy import nn
 
 from ..context import CheckContext, NotApplicable
 from ..graph import attention_rows, config_get, fmt_bytes, module_config, sub_configs

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torch import nn
+from ..._lazy import nn
 
 from ..context import CheckContext
 from ..graph import LM_KINDS, linear_dims, width

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from torch import nn
+from ..._lazy import nn
 
 from ..context import CheckContext
 from ..registry import Hit, rule

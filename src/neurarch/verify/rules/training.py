@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-import torch
-from torch import nn
+from ..._lazy import nn, torch
 
 from ..context import CheckContext, NotApplicable
 from ..graph import RESIDUAL_BRANCH_TYPES, config_get, group_names, layer_pattern, linear_dims, sub_configs

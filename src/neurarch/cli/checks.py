@@ -3,7 +3,6 @@
     neurarch-trace checks                 # id, severity, summary
     neurarch-trace checks --format json   # [{"id", "severity", "summary"}]
 
-The CLI dispatches here with ``commands["checks"] = neurarch.verify.cli.main``.
 """
 
 from __future__ import annotations
@@ -12,8 +11,8 @@ import argparse
 import json
 import sys
 
-from .engine import list_rules
-from .registry import REGISTRY
+from ..verify.engine import list_rules
+from ..verify.registry import REGISTRY
 
 
 def rules_json() -> list[dict]:
@@ -34,7 +33,7 @@ def rules_text() -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="neurarch-trace checks", description="List the verifier's rules.")
     p.add_argument("--format", "-f", choices=["text", "json"], default="text")
     p.add_argument("--debug", action="store_true")
@@ -43,6 +42,3 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(text + "\n")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
