@@ -19,12 +19,15 @@ forward and backward, we take transformers' default config, and
    config, so a failure that only the shrinking causes is not counted (the CSV
    keeps the shrunk model's error in ``<mode>_note``).
 
-Each model runs in a worker subprocess under a per-type time limit
-(``signal.alarm``, covering build and all three modes); a worker that dies
-(segfault, OOM) or stops answering is replaced and the type it was on is
-recorded as failed, so one bad model cannot stop the run.  The worker
-machinery (error strings, grouping of causes, memory limit) comes from
-``coverage.py``.
+Each model type runs in its own process through ``neurarch.sweep`` (a local
+dask cluster of ``--jobs`` workers) under a per-type time limit covering build
+and all three modes, enforced from outside (``neurarch.supervise``): a type
+still running a minute past it (stuck in C code) is killed and recorded as a
+hang, one over the memory limit (resident memory) as such, one that dies (a
+segfault) as crashed, each with the modes it finished, so one bad model cannot
+stop the run.  ``--results PATH`` keeps the sweep's JSON-lines file: the same
+command again carries on where it stopped.  Error strings, grouping of causes
+and the memory limit come from ``coverage.py``.
 
 Usage::
 
@@ -32,6 +35,7 @@ Usage::
     python benchmarks/plan_coverage.py --only bert,llama -v --out /tmp/pc
     python benchmarks/plan_coverage.py --jobs 2 --timeout 180
     python benchmarks/plan_coverage.py --layers 0                # default depth (no shrinking)
+    python benchmarks/plan_coverage.py --results /tmp/pc.jsonl   # resumable: a second run skips the types done
 
 The result: ``docs/plan_coverage.md`` (rates per mode, n/a and failures
 grouped by cause) and ``docs/plan_coverage.csv`` (one row per model type).
@@ -42,14 +46,11 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as _dt
+import functools
 import importlib.util
-import json
 import os
 import platform
 import re
-import resource
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -84,23 +85,14 @@ FIELDS = [
 ]
 DEFAULT_TIMEOUT = 120  # seconds per model type: build, inputs and the three modes together
 DEFAULT_LAYERS = 2
-HANG_GRACE = 60  # a worker silent this long past the time limit is killed (a hang the alarm cannot break)
+HANG_GRACE = 60  # a type still running this long past its time limit is killed (a hang the limit cannot break)
+PRELOAD = ("torch", "transformers", "neurarch.build", "neurarch.inputs", "neurarch.plan.memory")  # once per sweep worker
 OK, NA, ERROR = "ok", "n/a", "error"
 
 
 # --------------------------------------------------------------------------
-# Worker side: one model type at a time.
+# One model type, in its own process.
 # --------------------------------------------------------------------------
-
-
-class _Timeout(BaseException):
-    """The per-type time limit.  A BaseException, so that the ``except Exception``
-    fallbacks inside neurarch and transformers cannot swallow it."""
-
-
-def _on_alarm(signum, frame):
-    signal.alarm(5)  # fire again should something swallow it anyway
-    raise _Timeout("time limit")
 
 
 _LAYER_COUNT = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|(num_)?(encoder|decoder)_layers|depth)$")
@@ -194,6 +186,8 @@ def _simulate(built, plan, mode: str, row: dict, prefix: str = "") -> bool:
 def _plan_modes(model_type: str, row: dict, layers: int) -> None:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    from neurarch.supervise import progress
+
     row["stage"] = "config"
     default = CONFIG_MAPPING[model_type]().to_dict()
     full_depth = None  # (built, plan) of the default config, made when first needed
@@ -214,6 +208,7 @@ def _plan_modes(model_type: str, row: dict, layers: int) -> None:
 
     for mode in MODES:
         row["stage"] = mode
+        progress(row)  # a type killed from outside keeps the modes it finished
         if _simulate(built, plan, mode, row) or full_depth is not None:
             continue
         # The shrunk model failed: is it the shrinking?  Try the default config.
@@ -228,49 +223,60 @@ def _plan_modes(model_type: str, row: dict, layers: int) -> None:
     row["stage"] = ""
 
 
-def run_one(model_type: str, timeout: int, layers: int) -> dict:
-    row = {k: "" for k in FIELDS}
-    row["model_type"] = model_type
-    t0 = time.perf_counter()
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.alarm(timeout)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _plan_modes(model_type, row, layers)
-    except _Timeout:
-        row["error"] = f"Timeout: over {timeout} s"
-    except Exception as e:  # config, build or inputs (the modes catch their own)
-        row["error"] = cov._err(e)
-    finally:
-        signal.alarm(0)
+def _fail_the_rest(row: dict) -> dict:
     for mode in MODES:  # modes that were not reached fail with the type
         if not row[mode]:
             row[mode], row[f"{mode}_error"] = ERROR, f"{row['stage']}: {row['error']}"
+    return row
+
+
+def run_one(model_type: str, timeout: int, layers: int) -> dict:
+    """One model type's row (the sweep's job: it runs in a process of its own)."""
+    import logging
+
+    from neurarch.supervise import TimeLimit, deadline
+
+    logging.disable(logging.WARNING)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    row = {k: "" for k in FIELDS}
+    row["model_type"] = model_type
+    t0 = time.perf_counter()
+    try:
+        with deadline(timeout), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _plan_modes(model_type, row, layers)
+    except TimeLimit:
+        row["error"] = f"Timeout: over {timeout} s"
+    except Exception as e:  # config, build or inputs (the modes catch their own)
+        row["error"] = cov._err(e)
+    _fail_the_rest(row)
     row["seconds"] = round(time.perf_counter() - t0, 2)
     return row
 
 
-def worker(types: list[str], out_path: str, timeout: int, layers: int) -> None:
-    """Process ``types`` in order, appending one JSON line per type to ``out_path``."""
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (cov.MEMORY_LIMIT_BYTES, cov.MEMORY_LIMIT_BYTES))
-    except (ValueError, OSError):
-        pass
-    import logging
-
-    logging.disable(logging.WARNING)
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    for name in ("transformers", "neurarch.build", "neurarch.inputs", "neurarch.plan.memory"):
-        importlib.import_module(name)  # before the first type's time limit starts
-    for t in types:
-        row = run_one(t, timeout, layers)
-        with open(out_path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+def row_of(rec, limit_s: float) -> dict:
+    """A sweep record as a CSV row: the job's row, or, for a type killed or crashed, the modes it finished."""
+    if rec.ok:
+        return rec.value
+    if isinstance(rec.progress, dict):  # the row as it stood when its last mode began
+        row = dict(rec.progress)
+    else:
+        row = {k: "" for k in FIELDS}
+        row["model_type"] = rec.key
+    if rec.status == "crash":
+        row["stage"], row["error"] = "crash", f"WorkerCrash: {(rec.stderr_tail[-1] if rec.stderr_tail else f'exit code {rec.exit_code}')[:300]}"
+    elif rec.status in ("hang", "timeout"):
+        row["stage"], row["error"] = "hang", f"WorkerHang: no answer {limit_s:g} s after it started"
+    elif rec.status == "memory":
+        row["stage"], row["error"] = "memory", rec.error
+    else:  # the job raised past its own handlers
+        row["stage"], row["error"] = row.get("stage") or "other", rec.error
+    row["seconds"] = round(rec.seconds, 2)
+    return _fail_the_rest(row)
 
 
 # --------------------------------------------------------------------------
-# Parent side: keep a worker running until every type has a row.
+# The sweep: every type once, each in its own process.
 # --------------------------------------------------------------------------
 
 
@@ -279,87 +285,29 @@ def traced_types(path: Path = ROOT / "docs" / "coverage.csv") -> list[str]:
     return [r["model_type"] for r in csv.DictReader(open(path)) if r["forward"] == "True" and r["backward"] == "True"]
 
 
-def _failed_row(model_type: str, stage: str, error: str) -> dict:
-    row = {k: "" for k in FIELDS}
-    row.update(model_type=model_type, stage=stage, error=error)
-    for mode in MODES:
-        row[mode], row[f"{mode}_error"] = ERROR, f"{stage}: {error}"
-    return row
+def run_all(types: list[str], timeout: int, layers: int, verbose: bool, jobs: int = 1,
+            results: str | None = None) -> list[dict]:
+    """Every type once, ``jobs`` at a time, each in its own process (``neurarch.sweep``).
 
+    ``results``: the sweep's JSON-lines file, kept so that a second run skips the
+    types it holds; by default a temporary file, removed at the end.
+    """
+    from neurarch.sweep import run_sweep
 
-def _wait(proc: subprocess.Popen, out_path: str, limit: float) -> bool:
-    """Wait for the worker; kill it when its output has not grown for ``limit`` seconds.
-    True when it was killed."""
-    size, last = -1, time.monotonic()
-    while proc.poll() is None:
-        now_size = os.path.getsize(out_path)
-        if now_size != size:
-            size, last = now_size, time.monotonic()
-        elif time.monotonic() - last > limit:
-            proc.kill()
-            proc.wait()
-            return True
-        time.sleep(1)
-    return False
-
-
-def _run_chunk(types: list[str], timeout: int, layers: int, verbose: bool) -> dict[str, dict]:
-    """One worker process at a time over ``types``; a worker that dies or hangs is replaced."""
-    done: dict[str, dict] = {}
-    fd, out_path = tempfile.mkstemp(suffix=".jsonl", prefix="plan-coverage-")
-    os.close(fd)
-    err = tempfile.TemporaryFile(mode="w+")
+    limit, grace = timeout + 5, HANG_GRACE - 5  # the row's own "Timeout" first; killed HANG_GRACE s past the limit
+    tmp = None
+    if results is None:
+        fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix="plan-coverage-")
+        os.close(fd)
     try:
-        while True:
-            todo = [t for t in types if t not in done]
-            if not todo:
-                break
-            cmd = [sys.executable, __file__, "--worker", "--timeout", str(timeout), "--layers", str(layers),
-                   "--out-jsonl", out_path, "--only", ",".join(todo)]
-            err.seek(0)
-            err.truncate()
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True)
-            hung = _wait(proc, out_path, timeout + HANG_GRACE)
-            before = len(done)
-            for line in Path(out_path).read_text().splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:  # a line cut short by a kill
-                    continue
-                if row["model_type"] not in done:
-                    done[row["model_type"]] = row
-                    if verbose:
-                        _print_row(row)
-            todo = [t for t in types if t not in done]
-            err.seek(0)
-            tail = [l for l in err.read().strip().splitlines()[-20:] if l.strip()]
-            if todo and (hung or proc.returncode != 0):
-                # The worker died or hung on todo[0]: record it and go on with the rest.
-                if hung:
-                    row = _failed_row(todo[0], "hang", f"WorkerHang: no answer {timeout + HANG_GRACE} s after the last type")
-                else:
-                    row = _failed_row(todo[0], "crash", f"WorkerCrash: {(tail[-1] if tail else f'exit code {proc.returncode}')[:300]}")
-                done[todo[0]] = row
-                if verbose:
-                    _print_row(row)
-            elif todo and len(done) == before:
-                raise RuntimeError("the worker made no progress: " + "\n".join(tail))
+        records = run_sweep(types, job=functools.partial(run_one, timeout=timeout, layers=layers),
+                            results_path=results or tmp, time_limit_s=limit, grace_s=grace,
+                            memory_limit_bytes=cov.MEMORY_LIMIT_BYTES, workers=max(jobs, 1), preload=PRELOAD,
+                            on_record=(lambda r: _print_row(row_of(r, limit + grace))) if verbose else None)
     finally:
-        err.close()
-        os.unlink(out_path)
-    return done
-
-
-def run_all(types: list[str], timeout: int, layers: int, verbose: bool, jobs: int = 1) -> list[dict]:
-    """Every type once, in ``jobs`` worker processes side by side (interleaved chunks)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    chunks = [c for c in (types[i::max(jobs, 1)] for i in range(max(jobs, 1))) if c]
-    done: dict[str, dict] = {}
-    with ThreadPoolExecutor(max_workers=max(len(chunks), 1)) as pool:
-        for part in pool.map(lambda c: _run_chunk(c, timeout, layers, verbose), chunks):
-            done.update(part)
-    return [done[t] for t in types]
+        if tmp:
+            os.unlink(tmp)
+    return [row_of(r, limit + grace) for r in records]
 
 
 def _print_row(row: dict) -> None:
@@ -482,20 +430,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma-separated model types (default: those docs/coverage.csv says trace)")
     ap.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help=f"seconds per model type (default {DEFAULT_TIMEOUT})")
-    ap.add_argument("--jobs", type=int, default=1, help="worker processes side by side (default 1)")
+    ap.add_argument("--jobs", type=int, default=1, help="model types side by side, each in its own process (default 1)")
+    ap.add_argument("--results", help="keep the sweep's JSON-lines file here; run again with it to skip the types done")
     ap.add_argument("--layers", type=int, default=DEFAULT_LAYERS, help=f"cut configs to this many layers; 0: default depth (default {DEFAULT_LAYERS})")
     ap.add_argument("--out", default=str(ROOT / "docs"), help="folder for plan_coverage.md and plan_coverage.csv")
     ap.add_argument("-v", "--verbose", action="store_true", help="print one line per model type")
     ap.add_argument("--rerun-failed", action="store_true",
                     help="rerun only the types with a failed mode in --out's plan_coverage.csv, merge, rewrite the report")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--out-jsonl", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
 
-    if args.worker:
-        worker(args.only.split(","), args.out_jsonl, args.timeout, args.layers)
-        return 0
     previous: list[dict] = []
     if args.rerun_failed:
         previous = _read_rows(Path(args.out) / "plan_coverage.csv")
@@ -503,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         types = args.only.split(",") if args.only else traced_types()
     t0 = time.time()
-    rows = run_all(types, args.timeout, args.layers, args.verbose, args.jobs)
+    rows = run_all(types, args.timeout, args.layers, args.verbose, args.jobs, args.results)
     elapsed = time.time() - t0
     base = ("nice -n 10 python benchmarks/plan_coverage.py" + (f" --jobs {args.jobs}" if args.jobs != 1 else "")
             + (f" --timeout {args.timeout}" if args.timeout != DEFAULT_TIMEOUT else "")
