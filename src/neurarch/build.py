@@ -25,7 +25,7 @@ from torch.utils._device import DeviceContext, _device_constructors
 from . import limits
 from .errors import BuildError, ConfigError, LimitError
 from .options import TASKS as OPTION_TASKS
-from .sources.base import ModelSource
+from .sources.base import Factored, ModelSource
 
 # Architecture-name suffix -> transformers auto-mapping that serves that task.
 _TASK_MAPPINGS = [
@@ -308,8 +308,9 @@ def build(source: ModelSource) -> BuiltModel:
                 built = source.factory()
         except Exception as e:
             raise BuildError(f"building {source.id} failed: {type(e).__name__}: {e}") from None
-        if isinstance(built, BuiltModel):
-            return built
+        if isinstance(built, Factored):
+            return BuiltModel(model=built.model, config=None, model_class=type(built.model).__name__, library=built.library,
+                              architecture=built.architecture, notes=built.notes)
         if not isinstance(built, nn.Module):
             raise BuildError(f"{source.id}: the factory returned {type(built).__name__}, not an nn.Module")
         return BuiltModel(model=built.eval(), config=None, model_class=type(built).__name__, library=f"torch {torch.__version__}")

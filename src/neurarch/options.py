@@ -214,15 +214,6 @@ class PlanOptions:
                 raise InputError("flash_attention_2 runs in fp16/bf16 only (flash-attn refuses fp32): choose --precision "
                                  "bf16-mixed, fp16-mixed or bf16", field="attn_implementation")
 
-    def setup(self, mode: str, precision: str, device: str = "cuda"):
-        """The simulated training setup of one mode."""
-        from .plan.step import TrainSetup
-
-        return TrainSetup(mode=mode, precision=precision, optimizer=self.optimizer, grad_checkpointing=self.grad_checkpointing,
-                          lora_rank=self.lora_rank, lora_targets=self.lora_targets, lora_dropout=self.lora_dropout,
-                          adapter_dtype=self.adapter_dtype, attn_implementation=self.attn_implementation,
-                          grad_accumulation=self.grad_accumulation, device=device)
-
 
 @dataclass(frozen=True)
 class Options:

@@ -36,6 +36,16 @@ class CheckpointInfo:
 
 
 @dataclass
+class Factored:
+    """What a library's factory made (timm, torchvision): the module, and what the report says about it."""
+
+    model: Any  # an nn.Module on meta
+    library: str  # "timm 1.0.9"
+    architecture: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class ModelSource:
     """A resolved model: config or factory, plus provenance."""
 

@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from ..errors import VisionUnavailableError, NeurarchError, SourceNotFoundError
-from .base import ModelSource
+from .base import Factored, ModelSource
 
 INSTALL_HINT = "pip install torch==2.14.1 torchvision==0.29.1 && pip install -e '.[vision]'"
 DEFAULT_SIZE = 224
@@ -118,8 +118,6 @@ def _meta_factory(library: str, make: Callable[[list[str]], nn.Module], arch: st
     """A factory returning a BuiltModel: ``make(notes)`` on meta, with the fallback above."""
 
     def factory():
-        from ..build import BuiltModel  # late: build imports sources
-
         notes: list[str] = []
         try:
             model = make(notes)  # build.build() has torch.device("meta") active
@@ -133,14 +131,7 @@ def _meta_factory(library: str, make: Callable[[list[str]], nn.Module], arch: st
                 f"{arch}'s constructor computes its sizes from tensor values, which meta tensors lack: built with the "
                 "CPU as default device and every parameter and buffer moved to meta as it was registered"
             )
-        return BuiltModel(
-            model=model.eval(),
-            config=None,
-            model_class=type(model).__name__,
-            library=library,
-            architecture=arch,
-            notes=notes,
-        )
+        return Factored(model=model.eval(), library=library, architecture=arch, notes=notes)
 
     return factory
 
