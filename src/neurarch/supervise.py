@@ -99,6 +99,8 @@ class Outcome:
     progress: Any = None  # the last value the item passed to progress(), None if it never did
     exit_code: int | None = None  # the item's exit code, or -N when signal N ended it
     stderr_tail: list[str] = field(default_factory=list)  # its last stderr lines (when captured)
+    error_message: str = ""  # status "error": the exception's message alone (no class name)
+    error_types: list[str] = field(default_factory=list)  # status "error": its class and bases, e.g. ["HubError", ..., "NeurarchError", ...]
 
     @property
     def ok(self) -> bool:
@@ -303,6 +305,13 @@ def _on_soft_limit(signum, frame):
     raise TimeLimit(os.environ.get("NEURARCH_SUPERVISE_LIMIT_TEXT", "over the time limit"))
 
 
+def _error_payload(e: BaseException) -> bytes:
+    """An exception as plain data: its one-line text, its message alone, and its classes' names."""
+    msg = one_line(str(e)) if str(e).strip() else ""
+    return pickle.dumps({"text": f"{type(e).__name__}: {msg}" if msg else type(e).__name__, "message": msg,
+                         "types": [c.__name__ for c in type(e).__mro__ if c is not object]})
+
+
 def _item_main(req: dict, result_path: str, log_path: str | None) -> None:
     """The forked item: run the call, write its answer to ``result_path``, exit."""
     code = 0
@@ -345,19 +354,18 @@ def _item_main(req: dict, result_path: str, log_path: str | None) -> None:
         except TimeLimit as e:
             _append_frame(result_path, "timeout", str(e).encode())
         except BaseException as e:  # noqa: BLE001 - every failure becomes a value for the caller
-            msg = one_line(str(e)) if str(e).strip() else ""
-            text = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+            payload = _error_payload(e)
             try:
-                _append_frame(result_path, "error", text.encode())
+                _append_frame(result_path, "error", payload)
             except TimeLimit:
-                _append_frame(result_path, "error", text.encode())
+                _append_frame(result_path, "error", payload)
         sys.stdout.flush()
         sys.stderr.flush()
     except TimeLimit:
         _append_frame(result_path, "timeout", b"over the time limit while starting")
     except BaseException as e:  # noqa: BLE001 - e.g. the call cannot be unpickled here
         try:
-            _append_frame(result_path, "error", f"{type(e).__name__}: {one_line(str(e))}".encode())
+            _append_frame(result_path, "error", _error_payload(e))
         except BaseException:  # noqa: BLE001
             code = 70
     finally:
@@ -504,7 +512,9 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
     elif final[0] == "timeout":
         out["status"], out["error"] = "timeout", f"Timeout: {final[1].decode()}"
     else:
-        out["status"], out["error"] = "error", final[1].decode()
+        err = pickle.loads(final[1])
+        out["status"], out["error"] = "error", err["text"]
+        out["error_message"], out["error_types"] = err["message"], err["types"]
     return out
 
 
@@ -653,7 +663,8 @@ class Supervisor:
             return Outcome("crash", error="Crash: the supervisor process died")
         d = answer[1]
         out = Outcome(d["status"], error=d["error"], seconds=d["seconds"], peak_rss_bytes=d["peak_rss_bytes"],
-                      exit_code=d["exit_code"], stderr_tail=d["stderr_tail"])
+                      exit_code=d["exit_code"], stderr_tail=d["stderr_tail"], error_message=d.get("error_message", ""),
+                      error_types=d.get("error_types", []))
         try:
             if d["progress"] is not None:
                 out.progress = pickle.loads(d["progress"])

@@ -108,6 +108,8 @@ def test_memory_of_a_descendant_in_another_session_counts():
 def test_an_exception_is_one_line():
     out = run_limited(jobs.raises, time_limit_s=20)
     assert out.status == "error" and out.error == "ValueError: first line second line"
+    assert out.error_message == "first line second line"
+    assert out.error_types == ["ValueError", "Exception", "BaseException"]  # ValueError.__mro__ without object
 
 
 def test_crashes_give_the_exit_code_or_the_signal():
@@ -170,3 +172,24 @@ def test_the_item_dies_with_its_caller(tmp_path):
 def test_bad_limits_are_refused(kwargs):
     with pytest.raises(ValueError):
         run_limited(jobs.answer, (1,), **kwargs)
+
+
+def test_deadline_interrupts_a_stage_and_nests():
+    import threading
+
+    from neurarch.supervise import TimeLimit, deadline
+
+    t0 = time.monotonic()
+    with pytest.raises(TimeLimit, match="over 0.5 s"):
+        with deadline(3):
+            with deadline(0.5):
+                time.sleep(5)
+    assert 0.5 <= time.monotonic() - t0 < 2.0
+    with deadline(0.2):
+        pass
+    time.sleep(0.4)  # the timer was cancelled: nothing is raised later
+    errors = []
+    t = threading.Thread(target=lambda: errors.append(pytest.raises(RuntimeError, deadline(1).__enter__)))
+    t.start()
+    t.join()
+    assert errors
