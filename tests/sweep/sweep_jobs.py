@@ -95,3 +95,11 @@ def fails_until(x, flag: str):
     if x == "y" and not os.path.exists(flag):
         raise RuntimeError("not yet")
     return x
+
+
+def forks_a_pool(n: int = 4):
+    """Starts its own process pool, as the planner does (multiprocessing refuses in a daemonic process)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        return pool.map(abs, range(-n, 0))

@@ -30,6 +30,8 @@ def _job(item):
         return jobs.grows(20, 4000)
     if kind == "raise":
         return jobs.raises()
+    if kind == "pool":
+        return jobs.forks_a_pool(4)
     return jobs.answer(item)
 
 
@@ -120,3 +122,20 @@ def test_bad_flags_are_one_line_and_exit_2(tmp_path, argv, message):
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_scheduler_address_sends_the_items_to_that_cluster(tmp_path):
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, memory_limit=0) as cluster:
+        records = run_sweep(["p", "q", "pool"], job=_job, results_path=tmp_path / "r.jsonl", time_limit_s=20,
+                            scheduler=cluster.scheduler_address)
+        assert [r.status for r in records] == ["ok", "ok", "ok"]
+        assert records[2].value == [4, 3, 2, 1]  # abs over range(-4, 0): its own pool ran in the item
+        with Client(cluster) as client:
+            worker_pids = set(client.run(os.getpid).values())
+            # the same job run directly in the (daemonic) dask worker cannot start its pool
+            with pytest.raises(AssertionError, match="daemonic processes are not allowed to have children"):
+                client.submit(jobs.forks_a_pool, pure=False).result(timeout=30)
+        assert {int(r.worker.rsplit(":", 1)[1]) for r in records} == worker_pids  # ran on that cluster's worker
