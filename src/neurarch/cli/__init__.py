@@ -43,12 +43,15 @@ def _command(name: str | None):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line.  As the console command (``argv`` None) each model runs in a child process under
+    the parent's time and memory limits; ``main([...])`` from Python runs in this process."""
+    supervised = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
         if argv and argv[0] in COMMANDS:
             return _command(argv[0])(argv[1:])
-        return _command(None)(argv)
+        return _command(None)(argv, supervised=supervised)
     except NeurarchError as e:
         if debug:
             raise

@@ -24,6 +24,12 @@ from ..errors import NeurarchError
 from ..options import ADAPTER_DTYPES, ATTENTIONS, DEFAULT_HEADROOM, DEFAULT_LORA_RANK, FORMATS, MODES, TASKS
 from .common import EXIT_USAGE, write
 
+DEFAULT_MEMORY_SHARE = 0.9  # of the machine's memory: a run past it is stopped before the machine swaps or the OOM killer acts
+# The parent stops a model a margin after --timeout (the pipeline's own limit answers first, with its own
+# message), and kills it a grace later if it does not stop (stuck in C code): 30 s and 10 s at most.
+LIMIT_MARGIN_S = 30.0
+LIMIT_GRACE_S = 10.0
+
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("input shape (the report always prints what was used)")
@@ -81,6 +87,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--share", nargs="?", const="", metavar="PATH", help="also write the HTML page to PATH (default: a temp file) and print its path")
     p.add_argument("--output", "-o", metavar="PATH", help="write the output to a file instead of stdout")
     p.add_argument("--version", action="version", version=f"neurarch {__version__}")
+    p.add_argument("--memory-limit", metavar="SIZE", help=f"stop a model whose run holds more resident memory than this, e.g. 16GiB "
+                   f"(default: {DEFAULT_MEMORY_SHARE:.0%} of this machine's memory)")
     add_model_options(p)
     return p
 
@@ -162,24 +170,102 @@ def options_from_args(args):
     )
 
 
-def run(argv: list[str]) -> int:
+class _Refused(NeurarchError):
+    """A NeurarchError raised in the supervised child, carried back to the parent as its message and exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        self.exit_code = exit_code
+        super().__init__(message)
+
+
+def _analyze_in_child(spec: str, opts):
+    """The supervised child's work: the report, or a NeurarchError as a value (its exit code kept)."""
+    from ..pipeline import analyze
+
+    try:
+        return "ok", analyze(spec, opts)
+    except NeurarchError as e:
+        return "refused", str(e), e.exit_code
+
+
+def _machine_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _limits(args, opts) -> tuple[float, int | None]:
+    """The parent's limits: a little past the pipeline's own time limit (its clean message comes first), and memory."""
+    if args.memory_limit is not None:
+        from ..sweep.cli import parse_bytes
+
+        memory = parse_bytes(args.memory_limit)
+    else:
+        ram = _machine_memory()
+        memory = int(ram * DEFAULT_MEMORY_SHARE) if ram else None
+    return opts.time_limit_s + min(LIMIT_MARGIN_S, opts.time_limit_s / 4), memory
+
+
+class _Analyzer:
+    """``analyze`` in this process, or (the console command) each model in a child process whose wall clock
+    and resident memory the parent watches and enforces (neurarch.supervise): a model stuck in C code or
+    filling the machine's memory is killed, and the command answers in one line."""
+
+    def __init__(self, args, opts, supervised: bool):
+        self.args, self.opts = args, opts
+        self.supervisor = None
+        if supervised and not args.debug and os.environ.get("NEURARCH_SUPERVISE", "1") != "0":
+            self.time_limit_s, self.memory_limit = _limits(args, opts)
+            from ..supervise import Supervisor
+
+            self.supervisor = Supervisor(capture_output=False)
+
+    def __call__(self, spec: str):
+        if self.supervisor is None:
+            from ..pipeline import analyze
+
+            return analyze(spec, self.opts)
+        out = self.supervisor.run(_analyze_in_child, (spec, self.opts), time_limit_s=self.time_limit_s,
+                                  memory_limit_bytes=self.memory_limit,
+                                  grace_s=min(LIMIT_GRACE_S, max(2.0, self.opts.time_limit_s / 2)))
+        if out.ok and out.value[0] == "ok":
+            return out.value[1]
+        if out.ok:  # a NeurarchError in the child
+            raise _Refused(out.value[1], out.value[2])
+        if out.status == "memory":
+            raise NeurarchError(f"{spec}: stopped: {out.error}; raise the limit with --memory-limit (e.g. 64GiB)")
+        if out.status in ("timeout", "hang"):
+            raise NeurarchError(f"{spec}: stopped after {out.seconds:,.0f} s, over the time limit of {self.opts.time_limit_s:g} s "
+                                "(raise it with --timeout)")
+        raise RuntimeError(out.error or f"the process analysing {spec} ended without an answer")
+
+    def close(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.close()
+
+
+def run(argv: list[str], supervised: bool = False) -> int:
     args = parser().parse_args(argv)
     opts = options_from_args(args)  # a bad flag is answered here, before torch is imported
-    from ..pipeline import analyze
+    analyzer = _Analyzer(args, opts, supervised)
     from ..render import render
 
     max_rows = None if args.max_rows == 0 else args.max_rows
     reports, failed = [], 0
-    for spec in args.models:
-        try:
-            reports.append(analyze(spec, opts))
-        except NeurarchError as e:
-            if args.debug:
-                raise
-            if len(args.models) == 1:
-                raise
-            print(f"neurarch-trace: error: {spec}: {e}", file=sys.stderr)
-            failed += 1
+    try:
+        for spec in args.models:
+            try:
+                reports.append(analyzer(spec))
+            except NeurarchError as e:
+                if args.debug:
+                    raise
+                if len(args.models) == 1:
+                    raise
+                print(f"neurarch-trace: error: {spec}: {e}", file=sys.stderr)
+                failed += 1
+    finally:
+        analyzer.close()
     color = args.output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     if args.format == "json":
         text = reports[0].model_dump_json(indent=2) if len(args.models) == 1 else json.dumps([json.loads(r.model_dump_json()) for r in reports], indent=2)
