@@ -86,3 +86,137 @@ def test_absurd_asks_name_the_field_and_the_bound(extra, field, bound):
 
 def test_the_bounds_themselves_are_accepted():
     limits.check_config({**TINY, "num_hidden_layers": 512, "num_local_experts": 65_536, "vocab_size": 2_097_152}, "cfg")
+
+
+# --------------------------------------------------------------------------
+# The activations the requested input asks for, refused before the trace
+# --------------------------------------------------------------------------
+
+from neurarch.cli import main  # noqa: E402
+from neurarch.inputs import InputOptions, plan_inputs  # noqa: E402
+from neurarch.inputs.work import check_plan, plan_work  # noqa: E402
+
+PIB = 2**50  # 1,125,899,906,842,624 bytes
+
+
+def _cli_refuses(capsys, monkeypatch, *argv) -> str:
+    """Run the CLI in-process; the trace must never start; return the one error line."""
+    import neurarch.pipeline
+
+    def no_trace(*a, **k):
+        raise AssertionError("the trace ran: the bound must refuse before it")
+
+    monkeypatch.setattr(neurarch.pipeline, "trace", no_trace)
+    rc = main(list(argv))
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_an_absurd_batch_and_seq_len_are_refused_before_the_trace(capsys, monkeypatch):
+    # gpt2's logits at --batch 2^20 --seq-len 2^14: 1,048,576 x 16,384 x 50,257 (vocab) x 4 bytes
+    # = 3.45e15 bytes > 2^50 = 1.13e15 (the batch x tokens, 2^34, is just within the input bound).
+    assert 1_048_576 * 16_384 * 50_257 * 4 == 3_453_634_742_321_152 > PIB
+    err = _cli_refuses(capsys, monkeypatch, "gpt2", "--batch", "1048576", "--seq-len", "16384")
+    assert "--batch 1,048,576" in err and "--seq-len 16,384" in err, err
+    assert "3.5e+15 bytes" in err and "vocab_size" in err and "limit of 1 PiB" in err, err
+
+
+def test_an_absurd_image_size_is_refused_before_the_trace(capsys, monkeypatch):
+    # 64 images of 3 x 16,384 x 16,384 = 51,539,607,552 values > the 2^34 = 17,179,869,184 of one input.
+    assert 64 * 3 * 16_384**2 == 51_539_607_552 > 2**34
+    err = _cli_refuses(capsys, monkeypatch, "microsoft/resnet-50", "--batch", "64", "--image-size", "16384")
+    assert "--batch 64" in err and "--image-size 16,384" in err and "17,179,869,184 elements" in err, err
+
+
+def test_an_option_past_its_own_bound_is_refused_before_anything_is_built(capsys, monkeypatch):
+    import neurarch.pipeline
+
+    monkeypatch.setattr(neurarch.pipeline, "build", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
+    err = _cli_refuses(capsys, monkeypatch, "gpt2", "--seq-len", str(2**22 + 1))
+    assert "--seq-len" in err and "4,194,304" in err, err
+
+
+VIT_TINY = {  # a 2-layer ViT with 8 px patches: a 16,384 px image is (16,384 / 8)^2 = 4,194,304 patches
+    "model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 224, "patch_size": 8, "num_channels": 3,
+}
+
+
+@pytest.mark.parametrize("batch,refused", [(4, False), (8, True)])
+def test_eager_attention_scores_of_a_large_image(batch, refused):
+    # eager scores: batch x 4 heads x 4,194,304^2 patches x 4 bytes = batch x 2^48 bytes:
+    # batch 4 is exactly 2^50 (at the bound, accepted), batch 8 is 2^51 (refused).
+    assert 4 * 4 * (16_384 // 8) ** 4 * 4 == PIB
+    built = build_from_config(VIT_TINY, "vit-tiny", attn_implementation="eager")
+    opts = InputOptions(batch=batch, image_size=16_384)
+    if refused:
+        with pytest.raises(LimitError) as e:
+            plan_inputs(built.model, built.config, opts)
+        msg = str(e.value)
+        assert "attention scores" in msg and "4,194,304^2 patches" in msg and "num_attention_heads" in msg, msg
+        assert e.value.field == "batch"
+    else:
+        plan = plan_inputs(built.model, built.config, opts)
+        n, what, _ = plan_work(plan, built.config, opts).largest()
+        assert n == PIB and "attention scores" in what
+
+
+def test_the_step_bound_counts_every_layer():
+    # 8 x 4,194,304 tokens (2^25) of 2^21-wide hidden states: the largest tensor is 4 x 2^25 x 2^21 = 2^48 bytes
+    # (within 2^50); over 512 layers the step holds 4 x 2^25 x 2^21 x 512 = 2^57 bytes > 2^56; over 256 layers 2^56 (at the bound).
+    w = limits.Work((limits.Stream("input_ids", 8, 2**22, "tokens"),), ("--batch 8", "--seq-len 4,194,304"),
+                    width=2**21, width_field="hidden_size", hidden=2**21, hidden_field="hidden_size", layers=512,
+                    layers_field="num_hidden_layers")
+    assert w.largest()[0] == 2**48 and w.step_bytes() == 2**57
+    with pytest.raises(LimitError) as e:
+        limits.check_work(w)
+    msg = str(e.value)
+    assert "hidden states per step" in msg and "512 layers (num_hidden_layers)" in msg and "limit of 64 PiB" in msg, msg
+    assert e.value.field == "batch"
+    limits.check_work(limits.Work(w.streams, w.asked, w.width, w.width_field, w.hidden, w.hidden_field, 256, w.layers_field))
+
+
+def test_no_catalog_model_default_input_is_refused():
+    # Every catalog config at its default input (what --plan traces), the bound function only.
+    from neurarch.sources.catalog import entries
+
+    for model_id, entry in entries().items():
+        built = build_from_config(entry.config(), model_id)
+        opts = InputOptions()
+        plan = plan_inputs(built.model, built.config, opts)  # raises LimitError if refused
+        work = check_plan(plan, built.config, opts)
+        n, what, _ = work.largest()
+        assert 0 < n < PIB / 1000, (model_id, what)  # the largest (Gemma's 256,000-wide logits) is ~2e-6 of it
+
+
+@pytest.fixture(scope="module")
+def llama_405b():
+    return build_from_config(LLAMA_405B, "405b")
+
+
+def test_llama_405b_inputs_pass_the_bound_up_to_long_context(llama_405b):
+    for opts in (InputOptions(), InputOptions(seq_len=131_072), InputOptions(batch=8, seq_len=131_072)):
+        check_plan(plan_inputs(llama_405b.model, llama_405b.config, opts), llama_405b.config, opts)
+    # 65,536 x 131,072 tokens of 128,256-wide logits: 4.4e15 bytes > 2^50
+    with pytest.raises(LimitError) as e:
+        plan_inputs(llama_405b.model, llama_405b.config, InputOptions(batch=65_536, seq_len=131_072))
+    assert "--batch 65,536 and --seq-len 131,072" in str(e.value) and "vocab_size" in str(e.value)
+
+
+@pytest.mark.slow
+def test_llama_405b_plans_inference(tmp_path):
+    # bf16 weights alone: 2 x 405,853,388,800 = 811,706,777,600 bytes; the peak adds a few hundred MB at 64 tokens.
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(LLAMA_405B))
+    r = analyze(str(p), Options(inputs=InputOptions(seq_len=64), plan=PlanOptions(modes=("inference",)), verify=False))
+    peak = r.memory.inference.peak_bytes
+    assert 811_706_777_600 <= peak < 1.01 * 811_706_777_600, peak
+
+
+def test_ten_million_positions_with_a_short_seq_len_still_plans(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**TINY, "max_position_embeddings": 10_000_000}))
+    r = analyze(str(p), Options(inputs=InputOptions(seq_len=64), plan=PlanOptions(modes=("inference",)), verify=False))
+    assert r.input.seq_len == 64 and r.memory.inference is not None and r.memory.inference.peak_bytes > 0

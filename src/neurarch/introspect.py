@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Iterator
 
-from torch import nn
+from ._lazy import nn  # annotations only: listing rules must not import torch
 
 from . import limits
 
@@ -73,6 +73,45 @@ def sub_configs(cfg: Any) -> Iterator[tuple[str, Any]]:
         sub = getattr(cfg, key, None)
         if sub is not None and hasattr(sub, "to_dict") and sub is not cfg:
             yield f"{key}.", sub
+
+
+def nested_configs(cfg: Any) -> Iterator[tuple[str, Any]]:
+    """The config and every config nested in it one level down (:data:`SUBCONFIGS` first, then any
+    other: ``asr_config``, ``qformer_config`` ...), labelled like :func:`sub_configs`."""
+    seen = set()
+    for label, c in sub_configs(cfg):
+        seen.add(id(c))
+        yield label, c
+    if cfg is None:
+        return
+    for key, c in vars(cfg).items():
+        if hasattr(c, "to_dict") and id(c) not in seen:
+            seen.add(id(c))
+            yield f"{key}.", c
+
+
+def _size(v: Any, combine: Callable[[list[int]], int]) -> int | None:
+    """A positive int, or ``combine`` of a list of them (per-stage sizes); else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v if v > 0 else None
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+        return combine(list(v))
+    return None
+
+
+def config_max(cfg: Any, *names: str, combine: Callable[[list[int]], int] = max) -> tuple[int, str]:
+    """The largest of ``names`` over the config and its nested configs, and where it was found
+    (``"text_config.vocab_size"``); ``(0, "")`` when none is set.  A list (per-stage sizes) counts
+    as ``combine`` of its items: ``max`` for widths, ``sum`` for per-stage layer counts."""
+    best = (0, "")
+    for label, c in nested_configs(cfg):
+        for n in names:
+            v = _size(getattr(c, n, None), combine)
+            if v is not None and v > best[0]:
+                best = (v, f"{label}{n}")
+    return best
 
 
 def as_int(v: Any, default: int | None = None) -> int | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from .errors import LimitError
@@ -27,6 +28,9 @@ MAX_BATCH = 1 << 20
 MAX_SEQ_LEN = 1 << 22  # 4 M tokens
 MAX_IMAGE = 1 << 14  # 16,384 px per side
 MAX_INPUT_ELEMENTS = 1 << 34  # elements in one input tensor
+# The activations the requested input asks for (checked before the trace, :func:`check_work`), in fp32:
+MAX_ACTIVATION_BYTES = 1 << 50  # 1 PiB in one activation tensor: ~4,000x the largest card (288 GB); 2^13 below int64 bytes
+MAX_STEP_ACTIVATION_BYTES = 1 << 56  # 64 PiB: every layer's hidden states of one step
 MAX_POSITIONS = 1 << 40  # advertised context (10M-token configs exist); learned position tables still meet MAX_PARAMETERS
 MAX_NESTING = 32  # dicts/lists inside each other; real configs nest 3-4 deep
 MAX_NAME = 256  # characters in a model_type or an architecture name
@@ -255,3 +259,106 @@ def check_option(name: str, value: int | None, upper: int) -> None:
         raise LimitError(f"--{name.replace('_', '-')} must be positive, got {value}", field=name)
     if value > upper:
         raise LimitError(f"--{name.replace('_', '-')} = {value:,} is beyond neurarch's limit of {upper:,}", field=name)
+
+
+# --------------------------------------------------------------------------
+# The work the requested input asks for (before the trace)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One input stream of the plan: ``batch`` samples of ``positions`` each (tokens, patches, pixels, frames)."""
+
+    name: str
+    batch: int
+    positions: int  # per sample
+    unit: str = "positions"  # what a position is, for the message: "tokens", "patches", "pixels" ...
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one step's activations are made of, read from the input plan and the config.
+
+    ``width`` is the widest layer output the config names (hidden, intermediate or
+    vocabulary: the logits), ``hidden`` the residual width, ``layers`` the deepest
+    layer count, ``heads`` the attention heads when attention materialises its
+    scores (eager), else None.  ``*_field`` names the config field each came from.
+    ``asked`` names the options that set the input (``--batch 8``), empty for the
+    model's default input.
+    """
+
+    streams: tuple[Stream, ...]
+    asked: tuple[str, ...] = ()
+    width: int = 0
+    width_field: str = ""
+    hidden: int = 0
+    hidden_field: str = ""
+    layers: int = 0
+    layers_field: str = ""
+    heads: int | None = None
+    heads_field: str = ""
+
+    @property
+    def what(self) -> str:
+        """The input in a user's words: the options that set it, or "the model's default input"."""
+        if self.asked:
+            return " and ".join(self.asked)
+        s = ", ".join(f"{st.batch:,} x {st.positions:,} {st.unit}" for st in self.streams)
+        return f"the model's default input ({s})"
+
+    @property
+    def verb(self) -> str:
+        return "ask" if len(self.asked) > 1 else "asks"
+
+    def largest(self) -> tuple[int, str, str]:
+        """(bytes, what it is, the field to blame) of the largest single activation, in fp32."""
+        best = (0, "", "")
+        for st in self.streams:
+            n = st.batch * st.positions
+            if self.width:
+                cand = (4 * n * self.width,
+                        f"{st.name}: {st.batch:,} x {st.positions:,} {st.unit} x {self.width:,} ({self.width_field})", self.width_field)
+                best = max(best, cand)
+            if self.heads:
+                cand = (4 * st.batch * self.heads * st.positions**2,
+                        f"{st.name}'s attention scores: {st.batch:,} x {self.heads:,} heads ({self.heads_field}) x "
+                        f"{st.positions:,}^2 {st.unit} (eager attention)", self.heads_field)
+                best = max(best, cand)
+        return best
+
+    def step_bytes(self) -> int:
+        """Every layer's hidden states, in fp32: positions x hidden x layers x 4 bytes."""
+        return 4 * sum(st.batch * st.positions for st in self.streams) * self.hidden * max(self.layers, 1)
+
+
+def _pib(n: int) -> str:
+    return f"{n / (1 << 50):,.0f} PiB" if n >= 1 << 50 else f"{n / (1 << 40):,.0f} TiB"
+
+
+def check_work(work: Work) -> None:
+    """Refuse an input whose activations are absurd: one tensor past :data:`MAX_ACTIVATION_BYTES`,
+    or a step's hidden states past :data:`MAX_STEP_ACTIVATION_BYTES` (both counted in fp32).
+
+    Only the work asked for counts: a model that advertises 10M positions is fine
+    at the default input; the same model asked for ``--seq-len 4194304 --batch 4096``
+    is not.  The message names the options (or, for a default input, the fields)
+    and the bound.
+    """
+    blame = work.asked[0].split()[0].lstrip("-").replace("-", "_") if work.asked else None
+    n, what, field = work.largest()
+    if n > MAX_ACTIVATION_BYTES:
+        raise LimitError(
+            f"{work.what} {work.verb} for an activation of {_sci(n)} bytes ({what}, fp32), beyond neurarch's limit of "
+            f"{_pib(MAX_ACTIVATION_BYTES)} for one tensor; ask for a smaller input",
+            field=blame or field or None,
+        )
+    total = work.step_bytes()
+    if total > MAX_STEP_ACTIVATION_BYTES:
+        positions = sum(st.batch * st.positions for st in work.streams)
+        raise LimitError(
+            f"{work.what} {work.verb} for {_sci(total)} bytes of hidden states per step ({positions:,} positions x "
+            f"{work.hidden:,} ({work.hidden_field}) x {work.layers:,} layers ({work.layers_field}), fp32), beyond neurarch's "
+            f"limit of {_pib(MAX_STEP_ACTIVATION_BYTES)}; ask for a smaller input",
+            field=blame or work.hidden_field or None,
+        )

@@ -19,6 +19,7 @@ from .extras import _bbox, _time_series, _vectors
 from .text import _text_seq, _token_runs, _tokens
 from .types import Alternative, InputPlan, TensorSpec
 from .vision import _patch_grid, _pixels
+from .work import asked, check_plan
 
 
 _PIXELS = ("pixel_values", "pixel_values_videos", "image", "images", "flattened_patches")
@@ -75,11 +76,15 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
     tensors = list(ctx.specs.values())
     for t in tensors:
         if t.numel > limits.MAX_INPUT_ELEMENTS:
-            raise InputError(f"input {t.name} {t.shape} is beyond neurarch's limit of {limits.MAX_INPUT_ELEMENTS:,} elements")
+            by = " and ".join(asked(opts)) or "the model's default input"
+            raise InputError(f"{by}: input {t.name} {t.shape} is beyond neurarch's limit of {limits.MAX_INPUT_ELEMENTS:,} elements",
+                             field=(asked(opts) or ["--batch"])[0].split()[0][2:].replace("-", "_"))
     if main not in ctx.specs and tensors:
         main = tensors[0].name
     seq = ctx.seq if main not in _PIXELS else None
-    return InputPlan(tensors, main=main, batch=b, seq_len=seq, image_size=ctx.image, how=how, alternatives=ctx.alternatives, kwargs=kwargs)
+    plan = InputPlan(tensors, main=main, batch=b, seq_len=seq, image_size=ctx.image, how=how, alternatives=ctx.alternatives, kwargs=kwargs)
+    check_plan(plan, cfg, opts)  # absurd activations are refused here, before any trace
+    return plan
 
 
 def _add_main(ctx: _Ctx, main: str) -> str:
