@@ -50,7 +50,7 @@ def _machine_memory() -> int | None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from ..cli.trace import add_model_options as _add_model_options
+    from ..cli.trace import add_model_options
 
     p = argparse.ArgumentParser(
         prog="neurarch-trace sweep",
@@ -68,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-failed", action="store_true", help="run again the models whose record in --out is not ok (the others are skipped)")
     p.add_argument("--depth", type=int, help="layer-table granularity in the reports (as neurarch-trace --depth)")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
-    _add_model_options(p)
+    add_model_options(p)
     return p
 
 
@@ -95,11 +95,11 @@ def _summary(rec) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli.trace import options_from_args as _options
+    from ..cli.trace import options_from_args
 
     args = parser().parse_args(argv)
     args.max_rows = None
-    opts = _options(args)  # bad model flags are answered here, before anything starts
+    opts = options_from_args(args)  # bad model flags are answered here, before anything starts
     models = list(args.models) + (read_ids(args.ids_file) if args.ids_file else [])
     models = list(dict.fromkeys(models))  # a model listed twice runs once
     if not models:
