@@ -195,6 +195,67 @@ class AccessLog:
             }))
 
 
+class RenderedPages:
+    """Rendered pages of computed reports, by their exact URL (path and raw query string).
+
+    A page (HTML, Markdown twin, Index JSON) is kept once it was answered with
+    200; :class:`PageCache` answers a later GET of the same URL from these
+    bytes.  Bounded in entries and bytes (least recently used out first).  The
+    bytes do not go stale within a process: a report's key includes the code
+    fingerprint and library versions, which cannot change while it runs.
+    """
+
+    def __init__(self, max_items: int = 512, max_bytes: int = 64 << 20):
+        self.max_items, self.max_bytes = max_items, max_bytes
+        self.pages: collections.OrderedDict[tuple[str, bytes], tuple[bytes, list, str]] = collections.OrderedDict()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    def keep(self, path: str, query: bytes, body: bytes, media_type: str, route: str) -> None:
+        key = (path, query)
+        old = self.pages.pop(key, None)
+        if old is not None:
+            self.bytes -= len(old[0])
+        headers = [(b"content-type", media_type.encode("latin-1")), (b"content-length", str(len(body)).encode()),
+                   (b"x-neurarch-cache", b"hit")]
+        self.pages[key] = (body, headers, route)
+        self.bytes += len(body)
+        while self.pages and (len(self.pages) > self.max_items or self.bytes > self.max_bytes):
+            _, (dropped, _, _) = self.pages.popitem(last=False)
+            self.bytes -= len(dropped)
+
+    def get(self, path: str, query: bytes):
+        hit = self.pages.get((path, query))
+        if hit is not None:
+            self.pages.move_to_end((path, query))
+        return hit
+
+
+class PageCache:
+    """The outermost layer: a GET of a rendered page is answered from
+    :class:`RenderedPages` before anything else runs (no routing, no option
+    parsing, no database read, no rendering); its access-log line is written here."""
+
+    def __init__(self, app, pages: RenderedPages):
+        self.app, self.pages = app, pages
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "GET":
+            started = time.perf_counter()
+            hit = self.pages.get(scope["path"], scope["query_string"])
+            if hit is not None:
+                body, headers, route = hit
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                if access_log.isEnabledFor(logging.INFO):
+                    access_log.info(json.dumps({"route": route, "method": "GET", "path": scope["path"], "status": 200,
+                                                "ms": round((time.perf_counter() - started) * 1000, 2), "cache": "hit"}))
+                return
+        await self.app(scope, receive, send)
+
+
 # ---------------------------------------------------------------- the app
 
 
@@ -352,25 +413,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ctx["badges"] = [] if permalink else [(k, f"/badge/{res.report.model.id if not res.report.model.id.startswith('paste:') else ''}/{k}.json{q}") for k in BADGE_KINDS]
         return HTMLResponse(pages.env().get_template("model.html").render(**ctx), headers=headers)
 
-    # Rendered pages of computed reports, by URL: a cached page is bytes out, nothing parsed or rendered.
-    rendered: collections.OrderedDict = collections.OrderedDict()
-
-    def cached_page(request: Request):
-        key = (request.url.path, request.url.query, _wants_json(request))
-        hit = rendered.get(key)
-        if hit is None:
-            return None
-        rendered.move_to_end(key)
-        note_cache(request, "hit")
-        body, media_type = hit
-        return Response(body, media_type=media_type, headers={"X-Neurarch-Cache": "hit"})
+    # Rendered pages of computed reports, by URL (PageCache, the outermost layer, answers them).
+    rendered = RenderedPages()
+    state["rendered"] = rendered
 
     def keep_page(request: Request, response: Response) -> Response:
-        if response.status_code == 200:
-            rendered[(request.url.path, request.url.query, _wants_json(request))] = (response.body, response.media_type)
-            while len(rendered) > 256:
-                rendered.popitem(last=False)
+        if response.status_code == 200 and request.method == "GET":
+            route = getattr(request.scope.get("route"), "path", None) or request.url.path
+            rendered.keep(request.scope["path"], request.scope.get("query_string", b""), bytes(response.body),
+                          response.headers.get("content-type", response.media_type), route)
         return response
+
+    stored_permalinks: set[str] = set()  # ids this process has stored (or found stored): no database write again
+
+    async def keep_permalink(config: dict, values: dict) -> str:
+        pid = store.permalink_id(config, values)
+        if pid not in stored_permalinks:
+            await run_in_threadpool(store.put_permalink, state["engine"], config, values)
+            if len(stored_permalinks) > 100_000:  # bounded: forgetting only costs one idempotent write
+                stored_permalinks.clear()
+            stored_permalinks.add(pid)
+        return pid
 
     def options_from_query(request: Request) -> dict:
         return O.normalize(O.from_query(list(request.query_params.multi_items())))
@@ -402,9 +465,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         response_class=HTMLResponse,
     )
     async def model_page(request: Request, model_id: str, _doc=Depends(query_doc)):
-        hit = cached_page(request)
-        if hit is not None:
-            return hit
         raw, fmt = _split_format(model_id, request.query_params.get("format"))
         if fmt not in ("html", "md", "json"):
             raise ApiError(400, "bad_option", f"format must be html, md or json, got {fmt!r}", "format")
@@ -461,16 +521,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             err = from_exception(e)
             html = pages.env().get_template("paste.html").render(base="", fields=pages.form_fields({}), config_text=text, error=err.message)
             return HTMLResponse(html, status_code=err.status)
-        pid = await run_in_threadpool(store.put_permalink, state["engine"], config, values)
+        pid = await keep_permalink(config, values)
         return RedirectResponse(f"/p/{pid}", status_code=303)
 
     @app.get("/p/{pid}", response_class=HTMLResponse, summary="A pasted config's permalink page (.md / .json twins)",
              responses={200: {"content": {"text/html": {}, "text/markdown": {}, "application/json": {"schema": {"$ref": "#/components/schemas/Report"}}},
                               "description": "The page, or its twin"}, **openapi_responses(400, 404, 422, 429, 503, 504, html=True)})
     async def permalink(request: Request, pid: str):
-        hit = cached_page(request)
-        if hit is not None:
-            return hit
         raw, fmt = _split_format(pid, request.query_params.get("format"))
         if not (len(raw) == 64 and all(c in "0123456789abcdef" for c in raw)):
             raise ApiError(404, "not_found", f"no permalink {raw[:80]!r}")
@@ -516,7 +573,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if body.revision is not None:
                 raise ApiError(422, "invalid", "revision applies to a model id, not to a config", "revision")
             check_config(body.config)
-            pid = await run_in_threadpool(store.put_permalink, state["engine"], body.config, values)
+            pid = await keep_permalink(body.config, values)
             res = await service().paste_report(pid, body.config, values)
             note_cache(request, res.cache)
             headers = {"X-Neurarch-Cache": res.cache, "Link": f'</p/{pid}>; rel="permalink"'}
@@ -528,7 +585,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def api_paste(body: PasteRequest):
         values = O.normalize(body.options.model_dump())
         check_config(body.config)
-        pid = await run_in_threadpool(store.put_permalink, state["engine"], body.config, values)
+        pid = await keep_permalink(body.config, values)
 
         async def compute():
             with contextlib.suppress(Exception):
@@ -552,6 +609,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(BodyLimit, limit=s.body_limit)
     app.add_middleware(AccessLog)
+    app.add_middleware(PageCache, pages=rendered)  # outermost: a cached page is answered before anything else runs
     return app
 
 
