@@ -227,7 +227,7 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
                 lora_targets=tuple(p.lora_targets) if p.lora_targets else None, lora_dropout=p.lora_dropout,
                 adapter_dtype=p.adapter_dtype, attn_implementation=p.attn_implementation,
                 grad_accumulation=p.grad_accumulation if mode != "inference" else 1,
-                steady_only=b != plan.batch,
+                steady_only=b != plan.batch, cache=_use_cache(opts),
             )
         return cache[b]
 
@@ -261,7 +261,13 @@ def _count_job(built, opts: Options, default_shape):
 
     if not any(isinstance(p, FakeTensor) for p in built.model.parameters()):
         to_fake(built.model, new_mode())
-    return count_step(built.model, built.config, opts.inputs, opts.cost.precision, default_shape)
+    return count_step(built.model, built.config, opts.inputs, opts.cost.precision, default_shape, cache=_use_cache(opts))
+
+
+def _use_cache(opts: Options) -> bool:
+    """Whether the plan's simulations and the cost count read and write the cache on disk
+    (neurarch.plan.cache; ``PlanOptions.cache``, and ``NEURARCH_NO_CACHE=1`` turns it off)."""
+    return bool(getattr(opts.plan, "cache", True)) if opts.plan is not None else True
 
 
 def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:

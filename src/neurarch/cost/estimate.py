@@ -146,10 +146,32 @@ def _count_at_2_and_3(model: nn.Module, cfg, opts: InputOptions, float_bytes: in
     return c1, c2
 
 
-def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, default_shape=None, *, cut_depth: bool = True) -> StepWork:
+def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, default_shape=None, *, cut_depth: bool = True,
+               cache: bool = False) -> StepWork:
     """Trace one training step's ops at batch 2 and 3 (a deep model cut to 2 and 3
-    repeats of its layer stack, see :class:`StepWork`)."""
+    repeats of its layer stack, see :class:`StepWork`).  ``cache``: read and write
+    the count in the simulation cache on disk (:mod:`neurarch.plan.cache`)."""
+    from ..plan import cache as _cache
+
     float_bytes = 4 if precision == "fp32" else 2
+    k = _cache.key("cost", model, cfg, opts, float_bytes, default_shape, cut_depth) if cache and _cache.enabled() else None
+    return _cache.cached(k, lambda: _count_step(model, cfg, opts, float_bytes, default_shape, cut_depth), _encode_work, _decode_work)
+
+
+_RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(OpRecord))
+
+
+def _encode_work(w: StepWork) -> dict:
+    rows = lambda ops: [[getattr(r, f) for f in _RECORD_FIELDS] for r in ops]  # noqa: E731
+    return {"ops1": rows(w.ops1), "ops2": rows(w.ops2), "unknown": sorted(w.unknown), "weights": w.weights, "method": w.method}
+
+
+def _decode_work(raw: dict) -> StepWork:
+    ops = lambda rows: [OpRecord(**dict(zip(_RECORD_FIELDS, r))) for r in rows]  # noqa: E731
+    return StepWork(ops(raw["ops1"]), ops(raw["ops2"]), set(raw["unknown"]), weights=raw["weights"], method=raw["method"])
+
+
+def _count_step(model: nn.Module, cfg, opts: InputOptions, float_bytes: int, default_shape, cut_depth: bool) -> StepWork:
     stack = stack_of(model) if cut_depth else None
     if stack is not None and stack.units > 3:
         try:

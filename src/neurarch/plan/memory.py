@@ -46,6 +46,7 @@ from ..build import BuiltModel
 from ..errors import NeurarchError
 from ..inputs import InputPlan
 from ..introspect import forward_params as _decoder_accepts, max_positions as _max_positions
+from . import cache as _cache
 from . import depth
 from ..trace.fake import needs_value
 from .fakefix import FakeGaps, unpacked_sequences
@@ -786,16 +787,97 @@ def estimate_with_curve(
     hopper: bool = True,
     cut_depth: bool = True,
     steady_only: bool = False,
+    cache: bool = False,
 ) -> tuple[MemoryMode, "Curve | None"]:
     """``estimate`` and the per-op curve the batch search extrapolates (:mod:`.fit`).
 
     ``steady_only`` simulates step 2 alone (see :func:`simulate`): the figures
     that decide a fit are the same, the first step's peak is not known (None).
+    ``cache``: read and write the result in the simulation cache on disk
+    (:mod:`.cache`; the planner's runs turn it on, ``NEURARCH_NO_CACHE=1`` off).
     """
     setup = TrainSetup(mode=mode, precision=precision, optimizer=optimizer, grad_checkpointing=grad_checkpointing,
                        lora_rank=lora_rank, lora_targets=lora_targets, lora_dropout=lora_dropout, adapter_dtype=adapter_dtype,
                        attn_implementation=attn_implementation, grad_accumulation=grad_accumulation, device=device)
     setup.validate()
+    k = None
+    if cache and _cache.enabled():
+        k = _cache.key("memory", built.model, built.config, _key_plan(plan), _key_setup(setup), steps, context_len, hopper, cut_depth,
+                       steady_only)
+    failed = _NO_CUT.setdefault(built.model, {})
+    known_failure = setup in failed
+
+    def compute():
+        result = _estimate_with_curve(built, plan, setup, steps=steps, context_len=context_len, hopper=hopper, cut_depth=cut_depth,
+                                      steady_only=steady_only)
+        return result, (failed.get(setup) if not known_failure else None)
+
+    def decode(raw):
+        result, why = _decode_estimate(raw)
+        if why is not None:  # what the computing run learnt about the cut, as if it had run here
+            failed.setdefault(setup, why)
+        return result, why
+
+    return _cache.cached(k, compute, _encode_estimate, decode)[0]
+
+
+def _key_plan(plan: InputPlan) -> InputPlan:
+    """The inputs as the cache keys them: a plan with no token count left to ask the model
+    for is the same plan before and after :meth:`InputPlan.resolve` (which only marks it)."""
+    pending = any(r.count is None for t in plan.tensors for r in t.runs)
+    return plan if plan.resolved or pending else dataclasses.replace(plan, resolved=True)
+
+
+def _key_setup(setup: TrainSetup) -> TrainSetup:
+    """The setup as the cache keys it: options a mode never reads are left out (the LoRA
+    options of full fine-tuning and inference, inference's optimizer), so changing them
+    re-simulates nothing."""
+    if setup.mode in ("lora", "qlora"):
+        return setup
+    plain = TrainSetup()
+    setup = dataclasses.replace(setup, lora_rank=plain.lora_rank, lora_targets=plain.lora_targets, lora_dropout=plain.lora_dropout,
+                                adapter_dtype=plain.adapter_dtype)
+    return dataclasses.replace(setup, optimizer=plain.optimizer) if setup.mode == "inference" else setup
+
+
+def _encode_estimate(value) -> dict:
+    (mem, curve), why = value
+    return {
+        "memory": mem.model_dump(mode="json"),
+        "curve": None if curve is None else {
+            "batch": curve.batch,
+            "values": [[list(k), v] for k, v in curve.values.items()],
+            "sharded": [[list(k), v] for k, v in curve.sharded.items()],
+            "segments": None if curve.segments is None else [list(s) for s in curve.segments],
+        },
+        "no_cut": why,
+    }
+
+
+def _decode_estimate(raw: dict):
+    mem = MemoryMode.model_validate(raw["memory"])
+    c = raw["curve"]
+    curve = None if c is None else Curve(
+        c["batch"], {tuple(k): v for k, v in c["values"]}, {tuple(k): v for k, v in c["sharded"]},
+        None if c["segments"] is None else [tuple(s) for s in c["segments"]],
+    )
+    return (mem, curve), raw["no_cut"]
+
+
+def simulations_run() -> int:
+    """How many simulations this process ran (a cache hit runs none)."""
+    return _SIMULATIONS[0]
+
+
+_SIMULATIONS = [0]
+
+
+def _estimate_with_curve(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int, context_len: int | None, hopper: bool,
+                         cut_depth: bool, steady_only: bool) -> tuple[MemoryMode, "Curve | None"]:
+    mode, precision, optimizer, device = setup.mode, setup.precision, setup.optimizer, setup.device
+    grad_checkpointing, lora_rank, lora_targets, lora_dropout = setup.grad_checkpointing, setup.lora_rank, setup.lora_targets, setup.lora_dropout
+    adapter_dtype = setup.adapter_dtype
+    _SIMULATIONS[0] += 1
     sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth,
                         steady_only=steady_only and mode != "inference")
     peak = sim.steady

@@ -1,0 +1,190 @@
+"""Where a ``--plan`` spends its time, phase by phase, beside the weights-only baseline.
+
+    python benchmarks/plan_phases.py                      # the four default models
+    python benchmarks/plan_phases.py microsoft/resnet-50  # any models
+    python benchmarks/plan_phases.py --catalog            # the per-model table of docs/benchmarks.md
+
+Phases (one fresh process per model, the plan's jobs run one after another,
+``NEURARCH_JOBS=1``, so each phase's time is its own; a real run forks them
+over the cores): import, build, input plan, trace (forward + backward),
+parameter count, every memory simulation (mode, batch, whether it is the
+input batch's full two-step run or a steady-state check), the cost count,
+the verifier and the text render.  Every run gets a fresh simulation cache
+directory (``NEURARCH_CACHE_DIR``), so nothing is served from the cache
+unless the row says so.
+
+The baseline is what ``accelerate estimate-memory`` does: a fresh process
+imports transformers, builds the model's class from its config on the meta
+device (``init_empty_weights``) and sums its parameters.
+
+``--catalog`` times, for every catalog model, the baseline, a ``--plan --format
+json`` run with an empty cache (fresh process, wall clock, as a user runs it)
+and a second ``--plan`` with other cards, headroom and prices on the warm
+cache; it prints the Markdown table and the median ratio.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+DEFAULT = ["microsoft/resnet-50", "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "bert-base-uncased"]
+SECOND_RUN_ARGS = ["--headroom", "1.3", "--card", "H100", "--price", "A10G=2.5", "--epochs", "3"]
+
+PHASES_CHILD = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+import neurarch.pipeline as pl
+import neurarch.plan.memory as mem
+import neurarch.cost as cost
+import neurarch.verify as verify
+from neurarch.inputs import InputOptions
+t_import = time.perf_counter() - t0
+rows = [("import neurarch (torch, transformers, pydantic)", t_import)]
+
+def timed(module, name, label):
+    f = getattr(module, name)
+    def wrapper(*a, **k):
+        t = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            rows.append((label(*a, **k) if callable(label) else label, time.perf_counter() - t))
+    setattr(module, name, wrapper)
+
+timed(pl, "build", "build on meta")
+timed(pl, "plan_inputs", "input plan")
+timed(pl, "trace", "trace forward + backward (the layer table)")
+timed(pl, "build_params", "parameter count vs checkpoint")
+timed(pl, "build_structure", "layer table")
+timed(mem, "estimate_with_curve", lambda built, plan, mode="full", **k:
+      f"simulate {mode} at batch {plan.batch}" + (" (steady state: a card's check)" if k.get("steady_only") else " (input batch, two steps)"))
+timed(cost, "count_step", "cost: count the step's ops")
+timed(verify, "run", "verifier")
+args = sys.argv[1].split()
+seq = int(args[args.index("--seq-len") + 1]) if "--seq-len" in args else None
+r = pl.analyze(args[0], pl.Options(inputs=InputOptions(seq_len=seq), plan=pl.PlanOptions()))
+t = time.perf_counter()
+from neurarch.render import render
+render(r, "text", max_rows=80, color=False)
+rows.append(("render text", time.perf_counter() - t))
+total = time.perf_counter() - t0
+print(json.dumps({"rows": rows, "total": total, "errors": r.errors}))
+"""
+
+BASELINE_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch, transformers
+from accelerate import init_empty_weights
+d = json.loads(sys.argv[1])
+cfg = transformers.AutoConfig.for_model(d.pop("model_type"), **d)
+arch = (getattr(cfg, "architectures", None) or [None])[0]
+cls = getattr(transformers, arch, None) if arch else None
+with init_empty_weights():
+    model = cls._from_config(cfg) if cls is not None else transformers.AutoModel.from_config(cfg)
+n = sum(p.numel() for p in model.parameters())
+print(json.dumps({"seconds": time.perf_counter() - t0, "parameters": n}))
+"""
+
+
+def _env(cache_dir: str | None = None, jobs: str | None = None) -> dict:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", NEURARCH_CACHE_DIR=cache_dir or tempfile.mkdtemp(prefix="neurarch-bench-"))
+    if jobs is not None:
+        env["NEURARCH_JOBS"] = jobs
+    return env
+
+
+def catalog_config(model_id: str) -> dict:
+    from neurarch.sources.catalog import lookup  # the bundled offline catalog
+
+    return lookup(model_id).config()
+
+
+def baseline(model_id: str) -> float:
+    out = subprocess.run([sys.executable, "-c", BASELINE_CHILD, json.dumps(catalog_config(model_id))], capture_output=True, text=True,
+                         check=True, env=_env())
+    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def plan_seconds(model_id: str, cache_dir: str, extra: list[str] = ()) -> float:
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "neurarch.cli", model_id, "--plan", "--format", "json", *extra], capture_output=True,
+                   check=True, env=_env(cache_dir))
+    return time.perf_counter() - t
+
+
+def machine() -> str:
+    import torch
+    import transformers
+
+    return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
+            f"{os.getloadavg()[0]:.2f} at start; python {platform.python_version()}, torch {torch.__version__}, "
+            f"transformers {transformers.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+
+
+def phases(models: list[str]) -> None:
+    print(machine())
+    for spec in models:
+        out = subprocess.run([sys.executable, "-c", PHASES_CHILD, spec], capture_output=True, text=True, env=_env(jobs="1"))
+        if out.returncode:
+            print(f"\n{spec}: failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+            continue
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        t0 = time.perf_counter()
+        try:
+            base = f"{baseline(spec.split()[0]):.2f} s"
+        except Exception as e:  # noqa: BLE001 - a model outside the catalog has no baseline here
+            base = f"n/a ({type(e).__name__})"
+        print(f"\n### {spec}: {res['total']:.2f} s in one process, jobs one after another (weights-only baseline {base})\n")
+        print("| phase | seconds | share |")
+        print("|---|---:|---:|")
+        merged: dict[str, list[float]] = {}
+        for name, s in res["rows"]:
+            merged.setdefault(name, []).append(s)
+        for name, ss in merged.items():
+            what = name if len(ss) == 1 else f"{name} x{len(ss)}"
+            print(f"| {what} | {sum(ss):.2f} | {100 * sum(ss) / res['total']:.0f} % |")
+        if res["errors"]:
+            print(f"\nsection errors: {res['errors']}")
+        del t0
+
+
+def catalog() -> None:
+    from neurarch.sources.catalog import entries
+
+    print(machine())
+    print("fresh process per run, wall clock; --plan with an empty cache, then again on the warm cache with "
+          f"`{' '.join(SECOND_RUN_ARGS)}`\n")
+    print("| model | baseline s | --plan s | ratio | second run s |")
+    print("|---|---:|---:|---:|---:|")
+    ratios = []
+    seconds = []
+    for model_id in entries():
+        base = baseline(model_id)
+        cache = tempfile.mkdtemp(prefix="neurarch-bench-")
+        first = plan_seconds(model_id, cache)
+        second = plan_seconds(model_id, cache, SECOND_RUN_ARGS)
+        ratios.append(first / base)
+        seconds.append(second)
+        print(f"| {model_id} | {base:.2f} | {first:.2f} | {first / base:.1f}x | {second:.2f} |", flush=True)
+    print(f"\nmedian ratio {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x; second run median "
+          f"{statistics.median(seconds):.2f} s, worst {max(seconds):.2f} s; load average {os.getloadavg()[0]:.2f} at the end")
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if "--catalog" in args:
+        catalog()
+    else:
+        phases([a for a in args if not a.startswith("--")] or DEFAULT)
+
+
+if __name__ == "__main__":
+    main()
