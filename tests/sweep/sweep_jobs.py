@@ -103,3 +103,9 @@ def forks_a_pool(n: int = 4):
 
     with multiprocessing.get_context("fork").Pool(2) as pool:
         return pool.map(abs, range(-n, 0))
+
+
+def prints(text: str):
+    print(text, flush=True)
+    print("to stderr", file=sys.stderr, flush=True)
+    return len(text)

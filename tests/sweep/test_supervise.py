@@ -193,3 +193,15 @@ def test_deadline_interrupts_a_stage_and_nests():
     t.start()
     t.join()
     assert errors
+
+
+def test_uncaptured_output_reaches_the_callers_stdout(tmp_path):
+    # the caller's stdout is a file here: what the item prints must land in it, not in the protocol pipe
+    code = ("import sys; sys.path.insert(0, %r)\nimport sweep_jobs\nfrom neurarch.supervise import run_limited\n"
+            "out = run_limited(sweep_jobs.prints, ('from the item',), time_limit_s=20, capture_output=False)\n"
+            "print('caller saw', out.status, out.value)\n" % str(Path(jobs.__file__).parent))
+    with open(tmp_path / "stdout", "w") as fh:
+        proc = subprocess.run([sys.executable, "-c", code], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "stdout").read_text().splitlines() == ["from the item", "caller saw ok 13"]
+    assert "to stderr" in proc.stderr
