@@ -37,8 +37,8 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as _dt
-import os
 import functools
+import os
 import platform
 import re
 import sys
@@ -536,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_csv:
         rows = read_csv(Path(args.from_csv))
         text = write_report(rows, Path(args.out), args.minutes * 60, "nice -n 10 python benchmarks/coverage.py")
-        print("\n".join(l for l in text.splitlines() if l.startswith("**")))
+        print("\n".join(line for line in text.splitlines() if line.startswith("**")))
         return 0
     types = args.only.split(",") if args.only else all_types()
     t0 = time.time()
@@ -549,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = "nice -n 10 python benchmarks/coverage.py" + (f" --jobs {args.jobs}" if args.jobs != 1 else "") + (f" --timeout {args.timeout}" if args.timeout != DEFAULT_TIMEOUT else "") + (f" --only {args.only}" if args.only else "")
     text = write_report(rows, Path(args.out), elapsed, command, args.timeout)
-    print("\n".join(l for l in text.splitlines() if l.startswith("**")))
+    print("\n".join(line for line in text.splitlines() if line.startswith("**")))
     return 0
 
 

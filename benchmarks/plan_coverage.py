@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         before = re.search(r"wall time: ([\d.]+) min", md.read_text()) if md.exists() else None
         elapsed += float(before.group(1)) * 60 if before else 0.0  # the wall time of both runs
     text = write_report(rows, Path(args.out), elapsed, command, args.timeout, args.layers)
-    print("\n".join(l for l in text.splitlines() if l.startswith("**")))
+    print("\n".join(line for line in text.splitlines() if line.startswith("**")))
     return 0
 
 

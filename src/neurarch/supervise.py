@@ -488,7 +488,7 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
         exit_code = os.WEXITSTATUS(status_word)
     else:
         exit_code = None
-    out = {"status": "crash", "value": None, "error": "", "seconds": round(seconds, 3), "peak_rss_bytes": peak,
+    out: dict[str, Any] = {"status": "crash", "value": None, "error": "", "seconds": round(seconds, 3), "peak_rss_bytes": peak,
            "progress": None, "exit_code": exit_code, "stderr_tail": tail}
     for kind, payload in frames:
         if kind == "progress":

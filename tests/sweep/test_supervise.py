@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import sweep_jobs as jobs
+
 from neurarch.supervise import Supervisor, run_command, run_limited, tree_rss
 
 MB = 1 << 20

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import sweep_jobs as jobs
+
 from neurarch.sweep import read_results, run_sweep
 
 MB = 1 << 20

@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.grace < 0:
         raise NeurarchError(f"--grace must be 0 or more seconds, got {args.grace}")
     workers = args.workers or max(1, os.cpu_count() or 1)
+    memory: int | None
     if args.memory_limit:
         memory = parse_bytes(args.memory_limit)
     else:
