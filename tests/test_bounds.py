@@ -220,3 +220,16 @@ def test_ten_million_positions_with_a_short_seq_len_still_plans(tmp_path):
     p.write_text(json.dumps({**TINY, "max_position_embeddings": 10_000_000}))
     r = analyze(str(p), Options(inputs=InputOptions(seq_len=64), plan=PlanOptions(modes=("inference",)), verify=False))
     assert r.input.seq_len == 64 and r.memory.inference is not None and r.memory.inference.peak_bytes > 0
+
+
+def test_attention_scores_are_not_counted_over_raw_pixels():
+    # TVP's default video: 48 frames of 448 x 448 = 9,633,792 pixels, no patch_size: a convolutional stem
+    # shrinks it before attention, so 12 heads x 9,633,792^2 x 4 bytes (4.5e15) is no activation it makes;
+    # the width term stays: 9,633,792 x 30,522 x 4 = 1,176,170,397,696 bytes.
+    w = limits.Work((limits.Stream("pixel_values", 1, 48 * 448 * 448, "pixels"),), (), width=30_522, width_field="vocab_size",
+                    heads=12, heads_field="num_attention_heads")
+    assert w.largest()[0] == 9_633_792 * 30_522 * 4 == 1_176_170_397_696
+    limits.check_work(w)
+    patches = limits.Work((limits.Stream("pixel_values", 1, 9_633_792, "patches"),), (), heads=12, heads_field="num_attention_heads")
+    with pytest.raises(LimitError):
+        limits.check_work(patches)

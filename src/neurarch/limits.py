@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 from .errors import LimitError
 
@@ -113,7 +113,7 @@ def _field(path: str) -> str:
 def _check_structural(path: str, value: Any, where: str) -> None:
     field = _field(path)
 
-    def bad(why: str):
+    def bad(why: str) -> NoReturn:
         raise LimitError(f"{where}: field {path} = {show(value)} {why}", path=where, field=path)
 
     if value is None:
@@ -138,7 +138,7 @@ def _check_structural(path: str, value: Any, where: str) -> None:
         bad(f"is beyond neurarch's {'layer' if upper == MAX_LAYERS else 'size'} limit of {upper:,}")
 
 
-def check_names(cfg: dict, where: str) -> None:
+def check_names(cfg: dict[str, Any], where: str) -> None:
     """``model_type`` a short string, ``architectures`` a list of short strings (or absent/null)."""
     mt = cfg.get("model_type")
     if mt is not None and (not isinstance(mt, str) or len(mt) > MAX_NAME):
@@ -162,7 +162,7 @@ def check_names(cfg: dict, where: str) -> None:
             )
 
 
-def check_config(cfg: dict, where: str) -> None:
+def check_config(cfg: dict[str, Any], where: str) -> None:
     """Raise LimitError naming the first field that is malformed or asks for absurd work."""
     if not isinstance(cfg, dict):
         raise LimitError(f"{where}: a config must be a JSON object, not {type(cfg).__name__}", path=where)
@@ -202,7 +202,7 @@ def check_config(cfg: dict, where: str) -> None:
     check_parameters(cfg, where)
 
 
-def _int(d: dict, *names: str) -> tuple[str | None, int]:
+def _int(d: dict[str, Any], *names: str) -> tuple[str | None, int]:
     for n in names:
         v = d.get(n)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
@@ -210,7 +210,7 @@ def _int(d: dict, *names: str) -> tuple[str | None, int]:
     return None, 0
 
 
-def estimate_parameters(cfg: dict) -> tuple[int, list[str]]:
+def estimate_parameters(cfg: dict[str, Any]) -> tuple[int, list[str]]:
     """A rough upper estimate of a transformer config's parameters, before anything is built.
 
     Per (sub-)config: ``layers x (4 h^2 + 3 h i x experts) + 2 vocab x h``
@@ -241,7 +241,7 @@ def _sci(n: int) -> str:
     return f"{n / 10**digits:.1f}e+{digits:02d}" if digits < 300 else f"1e+{digits}"
 
 
-def check_parameters(cfg: dict, where: str) -> None:
+def check_parameters(cfg: dict[str, Any], where: str) -> None:
     n, fields = estimate_parameters(cfg)
     if n > 4 * MAX_PARAMETERS:
         raise LimitError(
@@ -283,7 +283,9 @@ class Work:
     ``width`` is the widest layer output the config names (hidden, intermediate or
     vocabulary: the logits), ``hidden`` the residual width, ``layers`` the deepest
     layer count, ``heads`` the attention heads when attention materialises its
-    scores (eager), else None.  ``*_field`` names the config field each came from.
+    scores (eager), else None; the scores are counted over tokens, patches and
+    frames, not over a stream counted in raw pixels or samples (a convolutional
+    stem shrinks those before any attention).  ``*_field`` names the config field each came from.
     ``asked`` names the options that set the input (``--batch 8``), empty for the
     model's default input.
     """
@@ -320,7 +322,7 @@ class Work:
                 cand = (4 * n * self.width,
                         f"{st.name}: {st.batch:,} x {st.positions:,} {st.unit} x {self.width:,} ({self.width_field})", self.width_field)
                 best = max(best, cand)
-            if self.heads:
+            if self.heads and st.unit not in ("pixels", "samples"):  # attention runs over tokens, patches, frames; never raw pixels
                 cand = (4 * st.batch * self.heads * st.positions**2,
                         f"{st.name}'s attention scores: {st.batch:,} x {self.heads:,} heads ({self.heads_field}) x "
                         f"{st.positions:,}^2 {st.unit} (eager attention)", self.heads_field)
