@@ -386,15 +386,18 @@ def _become_subreaper() -> None:
         pass
 
 
-def _reap_others(item: int) -> None:
-    """Collect orphans that ended (anything but the item), so they leave no zombies."""
+def _reap(item: int) -> int | None:
+    """Collect every child that ended (the item, orphans re-parented here); the item's status word if it ended."""
+    found = None
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
-        if pid == 0 or pid == item:
-            return
+            return found
+        if pid == 0:
+            return found
+        if pid == item:
+            found = status
 
 
 def _tail(path: str | None) -> list[str]:
@@ -438,10 +441,10 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
     status_word = 0
     caller_gone = False
     while True:
-        done, status_word = os.waitpid(pid, os.WNOHANG)
-        if done:
+        ended = _reap(pid)
+        if ended is not None:
+            status_word = ended
             break
-        _reap_others(pid)
         now = time.monotonic()
         if killed is None:
             rss = tree_rss(pid)
@@ -470,7 +473,7 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
         time.sleep(poll)
     seconds = time.monotonic() - t0
     kill_tree(pid)  # whatever the item left running in its group
-    _reap_others(pid)
+    _reap(pid)
     frames = _read_frames(result_path)
     tail = _tail(log_path)
     stdout = None
@@ -496,6 +499,10 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
     final = next((f for f in reversed(frames) if f[0] != "progress"), None)
     if killed:
         out["status"], out["error"] = killed, killed_text
+    elif req.get("argv") and final is not None and final[0] == "error":  # it could not be started
+        err = pickle.loads(final[1])
+        out["status"], out["error"] = "error", err["text"]
+        out["error_message"], out["error_types"] = err["message"], err["types"]
     elif req.get("argv"):  # a command: its exit code decides
         out["value"] = stdout
         if exit_code == 0:

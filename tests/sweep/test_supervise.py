@@ -126,6 +126,8 @@ def test_commands():
     assert out.ok and out.value == "hi\n"
     out = run_command([sys.executable, "-c", "import sys; sys.exit('no such model')"], time_limit_s=20)
     assert out.status == "error" and out.exit_code == 1 and out.error == "no such model"
+    out = run_command(["no-such-program-here"], time_limit_s=20)
+    assert out.status == "error" and out.error.startswith("FileNotFoundError: ")
     out = run_command(["sleep", "96.5"], time_limit_s=1.0)
     assert out.status == "timeout" and 1.0 <= out.seconds < 3.0
     assert _running("sleep 96.5") == []
