@@ -57,7 +57,7 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _positive_int(name: str, value, upper: int | None = None) -> None:
+def _positive_int(name: str, value: object, upper: int | None = None) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -66,7 +66,7 @@ def _positive_int(name: str, value, upper: int | None = None) -> None:
         raise InputError(f"{_flag(name)} = {value:,} is beyond neurarch's limit of {upper:,}", field=name)
 
 
-def _one_of(name: str, value, allowed, what: str | None = None) -> None:
+def _one_of(name: str, value: object, allowed: tuple[str, ...], what: str | None = None) -> None:
     if value not in allowed:
         raise InputError(f"unknown {what or _flag(name)} {value!r}; choose one of {', '.join(allowed)}", field=name)
 
@@ -132,8 +132,8 @@ class CostOptions:
     batch: Optional[int] = None  # default 32, or the largest that fits
     precision: str = "bf16-mixed"
     card: str = DEFAULT_CARD  # the headline card
-    cards: tuple = ()  # extra cards (custom NAME:GB or built-in names)
-    prices: dict = field(default_factory=dict)  # card name -> USD per hour override
+    cards: tuple[str, ...] = ()  # extra cards (custom NAME:GB or built-in names)
+    prices: dict[str, str] = field(default_factory=dict)  # card name -> USD per hour override
 
     def __post_init__(self) -> None:
         if not isinstance(self.cards, tuple):
@@ -160,7 +160,7 @@ class CostOptions:
 class PlanOptions:
     """The memory plan (``--plan``): which modes, and how the run is set up."""
 
-    modes: tuple = MODES
+    modes: tuple[str, ...] = MODES
     optimizer: str = "adamw"
     lora_rank: int = DEFAULT_LORA_RANK
     grad_checkpointing: bool = False
@@ -168,7 +168,7 @@ class PlanOptions:
     headroom: float = DEFAULT_HEADROOM
     context_len: Optional[int] = None  # inference KV cache length (default: the input's)
     attn_implementation: Optional[str] = None  # eager | sdpa | flash_attention_2; None: transformers' pick on CUDA
-    lora_targets: Optional[tuple] = None  # peft target_modules; None = all-linear
+    lora_targets: Optional[tuple[str, ...]] = None  # peft target_modules; None = all-linear
     lora_dropout: float = 0.0  # peft's default
     adapter_dtype: Optional[str] = None  # None = as peft casts (fp32 adapters); "bf16"
     task: Optional[str] = None  # one of TASKS; None = architectures[0]
@@ -230,7 +230,7 @@ class Options:
     plan: Optional[PlanOptions] = None  # simulate memory per mode and fit every card
     precision: str = "bf16-mixed"  # training precision the plan and the verifier assume
     from_scratch: bool = False  # training from scratch (init rules apply) rather than fine-tuning
-    disable: frozenset = frozenset()  # verifier rule ids turned off
+    disable: frozenset[str] = frozenset()  # verifier rule ids turned off
     verify: bool = True
 
     def __post_init__(self) -> None:

@@ -197,6 +197,7 @@ def _machine_memory() -> int | None:
 
 def _limits(args, opts) -> tuple[float, int | None]:
     """The parent's limits: a little past the pipeline's own time limit (its clean message comes first), and memory."""
+    memory: int | None
     if args.memory_limit is not None:
         from ..sweep.cli import parse_bytes
 

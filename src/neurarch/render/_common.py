@@ -90,6 +90,7 @@ def flops(x: float | None) -> str:
 def cost_rows(report: Report) -> list[list[str]]:
     """The "What it costs to run" table: one row per card."""
     c = report.cost
+    assert c is not None, "a renderer calls this only for a report with a cost section"
     out = []
     for r in c.cards:
         mark = " ".join(m for m, on in (("cheapest", r.cheapest), ("fastest", r.fastest)) if on)
@@ -116,6 +117,7 @@ COST_HEADER = ["card", "batch", "step", "run", "cost", "MFU", "bound", ""]
 
 def cost_summary(report: Report) -> list[str]:
     c = report.cost
+    assert c is not None, "a renderer calls this only for a report with a cost section"
     a = c.assumptions
     data = f"{a.epochs} epochs x {a.tokens:,} tokens" if a.tokens else f"{a.epochs} epochs x {a.samples:,} samples"
     if c.headline.batch == 0:
@@ -154,6 +156,7 @@ def gib(x: int | None) -> str:
 def memory_rows(report: Report) -> list[list[str]]:
     """One row per mode of the memory plan; modes that did not apply say why."""
     m = report.memory
+    assert m is not None, "a renderer calls this only for a report with a memory section"
     out = []
     for mode in MODES:
         x = getattr(m, mode)
@@ -169,6 +172,7 @@ def memory_rows(report: Report) -> list[list[str]]:
 
 def memory_summary(report: Report) -> list[str]:
     m = report.memory
+    assert m is not None, "a renderer calls this only for a report with a memory section"
     a = m.assumptions
     lines = []
     if a is not None:
@@ -209,7 +213,8 @@ def fit_rows(report: Report) -> list[list[str]]:
 
 def multi_gpu_lines(report: Report) -> list[str]:
     """One line per plan, then each strategy's method once."""
-    lines, methods = [], {}
+    lines: list[str] = []
+    methods: dict[str, str] = {}
     none: dict[tuple[str, str], list] = {}  # (strategy, mode) -> plans with no card count that holds batch 1
     for p in report.multi_gpu:
         if p.gpus == 0:
@@ -224,7 +229,7 @@ def multi_gpu_lines(report: Report) -> list[str]:
                          + (f", up to batch {p.max_batch_per_gpu} per card." if p.max_batch_per_gpu else "."))
     for (strategy, mode), plans in none.items():
         need = max(p.per_gpu_bytes for p in plans)
-        hint = "" if report.memory is None or report.memory.assumptions.grad_checkpointing else "; --grad-checkpointing makes the activations smaller"
+        hint = "" if report.memory is None or report.memory.assumptions is None or report.memory.assumptions.grad_checkpointing else "; --grad-checkpointing makes the activations smaller"
         lines.append(f"{strategy.upper()} ({mode}): no number of {', '.join(p.card for p in plans)} holds batch 1: each card "
                      f"would still keep about {gib(need)} whole (activations and scratch are not sharded){hint}.")
     lines += [f"{strategy.upper()} is an {method}." if method.startswith("estimate") else f"{strategy.upper()}: {method}."

@@ -18,7 +18,7 @@ import math
 from html import escape
 
 from ..options import MODES
-from ..report import Report
+from ..report import MemoryMode, Report
 
 MODE_LABELS = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA", "inference": "inference"}
 ROLES = ("weights", "gradients", "optimizer", "activations", "temporary", "overhead")
@@ -49,12 +49,13 @@ def _svg(width: int, height: int, label: str, body: list[str], css_class: str) -
     )
 
 
-def memory_modes(report: Report) -> list[tuple[str, object]]:
+def memory_modes(report: Report) -> list[tuple[str, MemoryMode]]:
     """``[(mode, MemoryMode)]`` for the modes the report simulated, in order."""
     mem = report.memory
     if mem is None:
         return []
-    return [(m, getattr(mem, m, None)) for m in MODES if getattr(mem, m, None) is not None]
+    found = [(m, getattr(mem, m, None)) for m in MODES]
+    return [(m, mm) for m, mm in found if isinstance(mm, MemoryMode)]
 
 
 def memory_chart(mode: str, mm, scale_bytes: int, width: int = 420) -> str:

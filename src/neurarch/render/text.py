@@ -40,6 +40,7 @@ def _gib(x: int | None) -> str:
 
 def _memory_table(con: Console, report: Report) -> None:
     m = report.memory
+    assert m is not None
     t = Table(title="Memory: what a CUDA card needs (GiB)", title_justify="left", box=_BOX)
     for i, h in enumerate(("mode", "card peak", "tensors", "weights", "grads", "optim.", "activ.", "temp.", "overhead")):
         t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
@@ -78,6 +79,7 @@ def _fit_table(con: Console, report: Report) -> None:
 
 def _cost_table(con: Console, report: Report) -> None:
     c = report.cost
+    assert c is not None
     t = Table(title="What it costs to run", title_justify="left", box=_BOX)
     for i, h in enumerate(("card", "run", "batch", "step", "time", "cost", "MFU", "bound", "")):
         t.add_column(h, justify="right" if 2 <= i <= 6 else "left", no_wrap=True)

@@ -36,7 +36,7 @@ class RuleFailure(ReportModel):
 
 
 class Verifier(ReportModel):
-    counts: dict[str, int] = Field(default_factory=lambda: {s: 0 for s in SEVERITIES}, description="Findings by severity.")
+    counts: dict[str, int] = Field(default_factory=lambda: {str(s): 0 for s in SEVERITIES}, description="Findings by severity.")
     rules_run: list[str] = Field(default_factory=list, description="Rules that ran to completion (with or without findings).")
     disabled: list[str] = Field(default_factory=list, description="Rules turned off with --disable.")
     skipped: list[str] = Field(default_factory=list, description="'<rule>: <why>' for rules that did not apply to this model or run.")

@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Optional
 
-from .._lazy import nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
+else:  # imported on first use: listing the rules must not import torch
+    from .._lazy import nn
 
 from ..report import Node, Report
 

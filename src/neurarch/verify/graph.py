@@ -18,7 +18,12 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from .._lazy import nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
+else:  # imported on first use: listing the rules must not import torch
+    from .._lazy import nn
 
 from ..introspect import config_get, sub_configs  # noqa: F401  (the rules import them from here)
 from ..report import Node

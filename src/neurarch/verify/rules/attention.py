@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import re
 
-from ..._lazy import nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
+else:  # imported on first use: listing the rules must not import torch
+    from ..._lazy import nn
 
 from ..context import CheckContext, NotApplicable
 from ..graph import attention_rows, config_get, fmt_bytes, module_config, sub_configs

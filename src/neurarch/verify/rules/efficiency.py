@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from ..._lazy import nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
+else:  # imported on first use: listing the rules must not import torch
+    from ..._lazy import nn
 
 from ..context import CheckContext
 from ..graph import LM_KINDS, linear_dims, width

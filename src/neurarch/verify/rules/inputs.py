@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..._lazy import nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
+else:  # imported on first use: listing the rules must not import torch
+    from ..._lazy import nn
 
 from ..context import CheckContext
 from ..registry import Hit, rule

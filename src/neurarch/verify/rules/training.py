@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import math
 
-from ..._lazy import nn, torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:  # imported on first use: listing the rules must not import torch
+    from ..._lazy import nn, torch
 
 from ..context import CheckContext, NotApplicable
 from ..graph import RESIDUAL_BRANCH_TYPES, config_get, group_names, layer_pattern, linear_dims, sub_configs
