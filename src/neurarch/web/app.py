@@ -55,6 +55,7 @@ class Settings:
     queue_size: int = 16  # plans waiting for a worker before 429
     body_limit: int = 1_000_000  # bytes of a request body before 413
     warm: Optional[list] = None  # None: no warm-up; []: the catalog; ids: the catalog and these
+    warm_catalog: bool = True  # False: warm only the ids in ``warm`` (tests)
     offline: Optional[bool] = None  # None: follow HF_HUB_OFFLINE
     engine: Any = None  # an engine to use instead of db_url (tests)
     worker_env: dict = field(default_factory=dict)  # environment of the workers on top of the server's (HF_ENDPOINT ...)
@@ -111,6 +112,7 @@ class Status(BaseModel):
     worker_rss_bytes: dict[str, int]
     computed: int
     reports_stored: int
+    warm: Optional[dict[str, int | bool]] = None  # --warm: pages computed, already stored, failed; finished
 
 
 BADGE_KINDS = ("params", "fits", "verifier", "changes")  # changes: from the revision tracker's store
@@ -319,11 +321,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         state["engine"], state["pool"] = engine, pool
         state["service"] = Service(engine, pool, time_limit_s=s.time_limit_s, offline=s.offline)
-        warm_task = asyncio.create_task(_warm(state["service"], s.warm)) if s.warm is not None else None
+        warm_task = None
+        if s.warm is not None:
+            state["warm"] = {"done": 0, "failed": 0, "skipped": 0, "finished": False}
+            warm_task = asyncio.create_task(_warm(state, s, {**worker_env(), **s.worker_env}))
         try:
             yield
         finally:
             if warm_task is not None:
+                state["warm"]["stop"] = True  # the sweep stops after the item it is running
                 warm_task.cancel()
             await pool.close()
             if s.engine is None:
@@ -600,7 +606,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def status():
         st = state["pool"].stats()
         stored = await run_in_threadpool(store.count_reports, state["engine"])
-        return Status(version=__version__, computed=state["service"].computed, reports_stored=stored,
+        return Status(version=__version__, computed=state["service"].computed, reports_stored=stored, warm=state.get("warm"),
                       **{**st, "worker_rss_bytes": {str(k): v for k, v in st["worker_rss_bytes"].items()}})
 
     # Revision tracker routes (neurarch.web.changes_routes) are included here:
@@ -670,24 +676,62 @@ def make_badge(report: Report, kind: str) -> Badge:
     return Badge(label="verifier", message=msg, color=color)
 
 
-async def _warm(service, ids) -> None:
-    """Pre-compute the catalog pages (and ``ids``) with the default options, one at a time."""
+async def _warm(state: dict, s: Settings, env: dict) -> None:
+    """Pre-compute the catalog pages (and ``s.warm``'s ids) with the default
+    options through the sweep runner the benchmarks use (:mod:`neurarch.sweep`:
+    each item in a supervised process of its own, under the server's time and
+    memory limits), storing each report under the key a visit looks up.  Ids
+    already in the store are skipped.  Runs beside the server's own workers."""
     from ..sources.catalog import entries
 
     values = O.normalize({})
-    todo = list(entries()) + [i for i in ids or [] if i not in entries()]
-    done = failed = 0
-    for model_id in todo:
+    ids = list(entries()) if s.warm_catalog else []
+    ids += [i for i in s.warm or [] if i not in ids]
+    engine, counts = state["engine"], state["warm"]
+    todo = []
+    for model_id in ids:
         try:
             check_model_id(model_id)
-            await service.model_report(model_id, None, values)
-            done += 1
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a model that fails is a page that says so
-            failed += 1
-            log.warning("warm: %s: %s", model_id, getattr(e, "message", e))
-    log.info("warm: %d pages ready, %d failed", done, failed)
+        except NeurarchError as e:
+            counts["failed"] += 1
+            log.warning("warm: %s: %s", model_id, e)
+            continue
+        if await run_in_threadpool(store.get_report, engine, store.ReportKey.make(model_id, None, values)) is not None:
+            counts["skipped"] += 1
+        else:
+            todo.append({"id": model_id, "options": values, "timeout_s": s.time_limit_s, "offline": s.offline})
+    if todo:
+        await run_in_threadpool(_warm_sweep, engine, todo, values, s, env, counts)
+    counts["finished"] = True
+    log.info("warm: %d pages computed, %d already stored, %d failed", counts["done"], counts["skipped"], counts["failed"])
+
+
+def _warm_sweep(engine, todo: list[dict], values: dict, s: Settings, env: dict, counts: dict) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from ..sweep import iter_sweep
+    from .worker import warm_job
+
+    with tempfile.TemporaryDirectory(prefix="neurarch-warm-") as tmp:
+        records = iter_sweep(todo, job=warm_job, results_path=Path(tmp) / "warm.jsonl", time_limit_s=s.time_limit_s,
+                             memory_limit_bytes=int(s.memory_limit_gib * (1 << 30)), workers=1, resume=False,
+                             preload=("neurarch.web.worker", "torch", "transformers", "neurarch.pipeline"), env=env,
+                             key=lambda item: item["id"])
+        for rec in records:
+            if counts.get("stop"):
+                records.close()  # the sweep's cluster is closed
+                return
+            answer = rec.value if rec.ok else None
+            if answer and answer[0] == "ok":
+                _, text, seconds, revision = answer
+                store.put_report(engine, store.ReportKey.make(rec.key, None, values), values, text,
+                                 resolved_revision=revision, seconds=seconds)
+                counts["done"] += 1
+            else:
+                counts["failed"] += 1
+                why = answer[3] if answer else (rec.error or rec.status)
+                log.warning("warm: %s: %s", rec.key, why)
 
 
 def _docs_context(spec: dict) -> dict:

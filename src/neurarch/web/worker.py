@@ -107,6 +107,21 @@ def run_job(job: dict, workdir: Path, test_jobs: bool = False) -> tuple:
         return ("error",) + from_exception(e).as_tuple()
 
 
+def warm_job(item: dict) -> list:
+    """One ``--warm`` item, run by :func:`neurarch.sweep.iter_sweep` in a
+    supervised process of its own: the same work as a ``model`` job of the
+    pool (:func:`run_job`), from an empty folder; its answer as a list."""
+    workdir = Path(tempfile.mkdtemp(prefix="neurarch-warm-"))
+    os.chdir(workdir)
+    try:
+        return list(run_job({"kind": "model", **item}, workdir))
+    finally:
+        try:
+            os.rmdir(workdir)
+        except OSError:
+            pass
+
+
 def main(conn, env: dict, test_jobs: bool = False) -> None:
     """The worker's loop (the target of the pool's ``Process``); ``test_jobs``
     admits the pool tests' job kinds (:func:`_test_job`)."""
