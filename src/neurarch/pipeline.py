@@ -522,6 +522,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             from_scratch=opts.from_scratch,
             training=True,
             precision=opts.precision,
+            tokenizer=source.tokenizer,
         )
         try:
             result = verify.run(ctx, opts.disable)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sources.tokenizer import TokenizerInfo, tokenizer_info  # noqa: F401  (one reader of tokenizer.json)
 from .graph import RENAMES
 from .types import KeyChange, TensorChange, WeightsSummary
 
@@ -89,39 +90,6 @@ def values_of(data: dict | None, keys: list[KeyChange]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- tokenizer
-
-
-@dataclass
-class TokenizerInfo:
-    """What tokenizer.json says, read as JSON (no tokenizer is loaded)."""
-
-    vocab: dict[str, int] = field(default_factory=dict)
-    added: dict[str, tuple[int, bool]] = field(default_factory=dict)  # content -> (id, special)
-
-    @property
-    def size(self) -> int:
-        """Number of ids: one past the largest id of the vocabulary and the added tokens."""
-        ids = list(self.vocab.values()) + [i for i, _ in self.added.values()]
-        return max(ids) + 1 if ids else 0
-
-    def id_of(self, token: str) -> int | None:
-        if token in self.added:
-            return self.added[token][0]
-        return self.vocab.get(token)
-
-
-def tokenizer_info(data: dict) -> TokenizerInfo:
-    info = TokenizerInfo()
-    model = data.get("model") or {}
-    vocab = model.get("vocab")
-    if isinstance(vocab, dict):
-        info.vocab = {str(t): int(i) for t, i in vocab.items() if isinstance(i, int)}
-    elif isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the position
-        info.vocab = {str(p[0] if isinstance(p, list) else p): i for i, p in enumerate(vocab)}
-    for tok in data.get("added_tokens") or []:
-        if isinstance(tok, dict) and "content" in tok and isinstance(tok.get("id"), int):
-            info.added[str(tok["content"])] = (tok["id"], bool(tok.get("special")))
-    return info
 
 
 def added_tokens_diff(before: TokenizerInfo | None, after: TokenizerInfo) -> tuple[list[str], list[str]]:

@@ -60,3 +60,5 @@ class ModelSource:
     # Per-sample input shape the source knows (timm pretrained_cfg, ...).
     default_input_shape: tuple[int, ...] | None = None
     notes: list[str] = field(default_factory=list)
+    # The model folder's tokenizer (tokenizer.json / tokenizer_config.json read as JSON), when it has one.
+    tokenizer: Any = None

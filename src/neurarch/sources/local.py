@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import ConfigError, SourceNotFoundError
 from ..limits import show
-from . import safetensors_header
+from . import safetensors_header, tokenizer
 from .base import ModelSource
 
 MAX_CONFIG_BYTES = 20_000_000  # the largest real config.json files are ~100 kB
@@ -75,6 +75,7 @@ def load(path: Path) -> ModelSource:
     src = ModelSource(id=str(path), kind="local", provenance=f"local file {cfg_path}", config=cfg)
     if path.is_dir():
         src.checkpoint = safetensors_header.read_folder(folder)
+        src.tokenizer = tokenizer.read_folder(folder)
     name = cfg.get("_name_or_path")
     if isinstance(name, str) and name and not name.startswith(("/", ".")):
         src.notes.append(f"config names itself {name!r}")

@@ -8,8 +8,10 @@ Everything a rule may look at is here, read-only by convention:
 * ``config`` — the transformers config, or ``None`` for plain modules;
 * the user's intent: ``training`` (fine-tune or from scratch, vs. only run it),
   ``from_scratch`` (random init, ``--from-scratch``), ``precision``;
-* optional inputs later stages can fill: ``activation_bytes`` (per layer-table
-  row, from the memory plan) and ``plan`` (the memory simulation).
+* the memory plan, when one was made: ``report.memory`` (:attr:`memory`), filled
+  before the rules run.  It holds each mode's peak and breakdown, not bytes per
+  layer-table row, so the activation rules use a proxy from the traced output
+  shapes and say so in their message.
 
 Helpers shared by several rules (module lookup, output kind, activation
 profile) are cached properties, computed once per run.
@@ -50,11 +52,8 @@ class CheckContext:
     # Training precision, as the memory planner spells it: "fp32", "bf16-mixed",
     # "fp16-mixed", "bf16".  None = the user did not say.
     precision: Optional[str] = None
-    # Bytes each layer-table row keeps for the backward pass, from the memory
-    # plan (row name -> bytes).  None: rules fall back to a proxy from the
-    # traced output shapes and say so.
-    activation_bytes: Optional[dict[str, int]] = None
-    plan: Any = None
+    # The model folder's tokenizer (sources.tokenizer.TokenizerInfo), when its files were read.
+    tokenizer: Any = None
     _modules: dict[str, nn.Module] = field(default_factory=dict, init=False, repr=False)
 
     # -- lookups ---------------------------------------------------------------
@@ -80,6 +79,11 @@ class CheckContext:
     @property
     def batch(self) -> int:
         return self.report.input.batch if self.report.input else 1
+
+    @property
+    def memory(self):
+        """The report's memory section (``--plan``), or None."""
+        return self.report.memory
 
     @property
     def model_class(self) -> str:

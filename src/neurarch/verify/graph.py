@@ -271,10 +271,8 @@ def bytes_per_activation(ctx: "CheckContext") -> int:
 
 
 def activation_profile(ctx: "CheckContext") -> ActivationProfile:
-    if ctx.activation_bytes:
-        return ActivationProfile(dict(ctx.activation_bytes), "the memory plan", False)
     per = bytes_per_activation(ctx)
-    rows = {}
+    rows: dict[str, int] = {}
     for n in ctx.nodes:
         if n.output_shape is not None:
             rows[n.name] = rows.get(n.name, 0) + elements(n) * ctx.batch * per * max(n.calls, 1)

@@ -1,7 +1,7 @@
 """The built-in rules, one module per theme.  Importing this package registers them.
 
 Run order is import order: what the output is, then training, attention and
-positions, efficiency, memory, inputs.
+positions, efficiency, memory, inputs, the tokenizer.
 """
 
-from . import output, training, attention, efficiency, memory, inputs  # noqa: F401
+from . import output, training, attention, efficiency, memory, inputs, tokenizer  # noqa: F401
