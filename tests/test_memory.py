@@ -188,19 +188,35 @@ def test_other_options_match_real_cpu_step(options):
     assert _err(sim.steady.bytes, meas.step_peaks[1]) < 5e-3
 
 
-def test_max_batch_is_the_largest_that_fits():
-    from neurarch.plan.memory import max_batch, with_batch
+def test_card_batch_is_the_largest_that_fits():
+    # The planner's own batch search (plan.fit.card_batch over cached simulations), against
+    # independent simulations at batch 3 and 4.
+    from neurarch.cards import Card
+    from neurarch.plan.fit import card_batch
+    from neurarch.plan.memory import estimate_with_curve, with_batch
 
     built = _built(LLAMA)
     plan = plan_inputs(built.model, built.config, InputOptions(batch=1, seq_len=64))
     opts = dict(precision="fp32", device="cpu", steps=1)  # one step is enough to compare batches
     at3 = estimate(built, with_batch(plan, 3), "full", **opts)
     at4 = estimate(built, with_batch(plan, 4), "full", **opts)
-    assert at4.peak_bytes > at3.peak_bytes
-    # A card of exactly batch 3's need: 3 fits, 4 does not.
-    b, m = max_batch(built, plan, at3.peak_bytes, "full", **opts)
-    assert b == 3 and m.batch == 3 and m.input_shape == [3, 64]
-    assert max_batch(built, plan, 1000, "full", **opts) == (0, None)
+    assert at4.peak_bytes > at3.peak_bytes + 2
+    sims = {}
+
+    def at(b):
+        if b not in sims:
+            sims[b] = estimate_with_curve(built, with_batch(plan, b), "full", **opts)
+        return sims[b]
+
+    def card(nbytes):  # a custom card (no workspace saving) of this many bytes, no headroom
+        return Card("probe", nbytes / 1e9, None, None, None, True, None, None, custom=True)
+
+    # A card between batch 3's need and batch 4's: 3 fits, 4 does not, and 3 was simulated.
+    between = card((at3.peak_bytes + at4.peak_bytes) // 2)
+    assert at3.peak_bytes <= between.memory_bytes < at4.peak_bytes
+    assert card_batch(at, between, "full", headroom=1.0) == (3, True)
+    assert at(3)[0].peak_bytes == at3.peak_bytes and at(3)[0].input_shape == [3, 64]
+    assert card_batch(at, card(1000), "full", headroom=1.0) == (0, True)
 
 
 class _DropMLP(nn.Module):

@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Optional
 
 from . import __version__
 from .build import build
@@ -120,6 +122,30 @@ def _child_init() -> None:
     torch.set_num_threads(1)
 
 
+class JobOutcome(NamedTuple):
+    """What one job gave back: ``(True, its value)`` or ``(False, (error type, first line))``."""
+
+    ok: bool
+    value: Any
+
+    @property
+    def error(self) -> str:
+        """The failure's first line ("" for a job that ran)."""
+        return "" if self.ok else self.value[1]
+
+
+@dataclass
+class ModeResult:
+    """One memory mode's job: its figures at the input batch, each card's
+    ``(largest batch, whether that batch was simulated)``, and for full
+    fine-tuning where a card cannot hold batch 1, what the multi-GPU plans are
+    made from: the mode at batch 1 and the per-op curves at batch 1 and 2."""
+
+    memory: Any  # report.memory.MemoryMode
+    fits: dict = field(default_factory=dict)  # card name -> (batch, checked)
+    multi: Optional[tuple] = None  # (MemoryMode at batch 1, Curve at 1, Curve at 2)
+
+
 def _call_job(name: str):
     try:
         return name, True, _JOBS[name]()
@@ -163,13 +189,13 @@ class Jobs:
         finally:
             _JOBS = None
 
-    def results(self) -> dict:
-        """``{name: (ok, value or (error type, message))}`` for each job."""
+    def results(self) -> dict[str, JobOutcome]:
+        """``{name: JobOutcome(ok, value or (error type, message))}`` for each job."""
         global _JOBS
         if self.pool is None:
             _JOBS = self.jobs
             try:
-                return {n: (ok, v) for n, ok, v in map(_call_job, self.names)}
+                return {n: JobOutcome(ok, v) for n, ok, v in map(_call_job, self.names)}
             finally:
                 _JOBS = None
         from concurrent.futures.process import BrokenProcessPool
@@ -181,7 +207,7 @@ class Jobs:
             except BrokenProcessPool:
                 # A worker that dies (killed, out of memory) breaks the pool: its jobs become errors, never a hang.
                 ok, v = False, ("WorkerCrash", "the worker process simulating this died (out of memory?)")
-            out[n] = (ok, v)
+            out[n] = JobOutcome(ok, v)
         return out
 
     def close(self) -> None:
@@ -197,7 +223,7 @@ class Jobs:
             pool.shutdown(wait=True)
 
 
-def run_jobs(jobs: dict, workers: int | None = None) -> dict:
+def run_jobs(jobs: dict, workers: int | None = None) -> dict[str, JobOutcome]:
     """Run ``jobs`` (see :class:`Jobs`) and return ``{name: (ok, value or (error type, message))}``."""
     started = Jobs(jobs, workers)
     try:
@@ -206,7 +232,7 @@ def run_jobs(jobs: dict, workers: int | None = None) -> dict:
         started.close()
 
 
-def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
+def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
     """One memory mode: its figures at the input batch and each card's largest
     batch; for full fine-tuning, where a card cannot hold batch 1, the
     simulated curves at batch 1 and 2 the multi-GPU plans are made from
@@ -231,12 +257,12 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> dict:
             )
         return cache[b]
 
-    out = {"memory": at(plan.batch)[0], "fits": {}}
+    out = ModeResult(memory=at(plan.batch)[0])
     for card in cards or []:
-        out["fits"][card.name] = card_batch(at, card, mode, p.headroom)
-    if mode == "full" and any(b == 0 for b, _ in out["fits"].values()):
+        out.fits[card.name] = card_batch(at, card, mode, p.headroom)
+    if mode == "full" and any(b == 0 for b, _ in out.fits.values()):
         one, c1 = at(1)
-        out["multi"] = (one, c1, at(2)[1])
+        out.multi = (one, c1, at(2)[1])
     return out
 
 
@@ -328,18 +354,19 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
     fits = [card_fit(c) for c in cards or []]
     multi: list = []
     for mode in p.modes:
-        ok, value = results[mode]
-        if not ok:  # a mode that does not apply or cannot run is a result, not a crash
-            section.errors[mode] = value[1][:300]
+        outcome = results[mode]
+        if not outcome.ok:  # a mode that does not apply or cannot run is a result, not a crash
+            section.errors[mode] = outcome.error[:300]
             continue
-        setattr(section, mode, value["memory"])
+        value: ModeResult = outcome.value
+        setattr(section, mode, value.memory)
         for fit in fits:
-            fit.max_batch[mode], fit.checked[mode] = value["fits"][fit.name]
-        if "multi" in value:
+            fit.max_batch[mode], fit.checked[mode] = value.fits[fit.name]
+        if value.multi is not None:
             elem = 4 if opts.precision == "fp32" else 2
             largest = max((n.parameters for n in structure.nodes), default=0) * elem
             try:
-                multi = _multi_gpu(cards, value["multi"], largest, p.headroom)
+                multi = _multi_gpu(cards, value.multi, largest, p.headroom)
             except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest stands
                 errors["multi_gpu"] = _error_line(e)
     return section, fits, multi, work

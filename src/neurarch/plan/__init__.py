@@ -1,9 +1,9 @@
 """Memory planning: simulate training steps on fake tensors, measure real ones.
 
-* :func:`estimate` / :func:`memory_section` — the ``memory.<mode>`` report
-  sections (full, lora, qlora, inference), from a model built on meta;
+* :func:`estimate` — a ``memory.<mode>`` report section (full, lora, qlora,
+  inference), from a model built on meta;
 * :func:`simulate` — the raw simulation (every storage's life, per-step peaks);
-* :func:`max_batch` — the largest batch whose ``peak_bytes`` fits a card;
+* :func:`~neurarch.plan.fit.card_batch` — the largest batch that fits a card;
 * :func:`measure_cpu` — a real training step on CPU, measured at the allocator
   (the yardstick of ``benchmarks/memory_accuracy.py``).
 
@@ -11,11 +11,11 @@ See ``docs/accuracy.md`` for the measured error.
 """
 
 from .measure import Measurement, measure_cpu, measure_cuda, measure_model, real_factory
-from .memory import Simulation, estimate, max_batch, memory_section, simulate, simulate_inference, with_batch
+from .memory import Simulation, estimate, simulate, simulate_inference, with_batch
 from ..report.memory import MemoryBreakdown, MemoryMode, MemorySection
 from .step import PlanOptionError, TrainSetup
 
 __all__ = [
-    "estimate", "memory_section", "simulate", "simulate_inference", "max_batch", "with_batch", "measure_model", "measure_cpu", "measure_cuda", "real_factory",
+    "estimate", "simulate", "simulate_inference", "with_batch", "measure_model", "measure_cpu", "measure_cuda", "real_factory",
     "Simulation", "Measurement", "MemoryBreakdown", "MemoryMode", "MemorySection", "TrainSetup", "PlanOptionError",
 ]

@@ -107,17 +107,6 @@ def card_batch(sim_at: Callable[[int], tuple], card: Card, mode: str, headroom: 
     return largest_batch(sim_at, card.memory_bytes / headroom + workspace_saving(card, mode))
 
 
-def fit_cards(cards: list[Card], modes: dict[str, Callable[[int], tuple]], headroom: float = DEFAULT_HEADROOM) -> list[CardFit]:
-    """``modes`` maps a mode to a cached ``batch -> (MemoryMode, Curve)`` simulation."""
-    out = [card_fit(c) for c in cards]
-    for mode, sim_at in modes.items():
-        for card, fit in zip(cards, out):
-            b, checked = card_batch(sim_at, card, mode, headroom)
-            fit.max_batch[mode] = b
-            fit.checked[mode] = checked
-    return out
-
-
 def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, headroom: float = DEFAULT_HEADROOM,
                max_gpus: int = 512) -> list[MultiGpuPlan]:
     """FSDP / ZeRO-3 estimates for cards that cannot hold batch 1 alone.

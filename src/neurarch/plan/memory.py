@@ -20,7 +20,8 @@ Modes: ``full``, ``lora`` (peft), ``qlora`` (bitsandbytes NF4 + peft) and
 decoders the KV cache at a context length plus one decode step on it).
 :func:`estimate` turns a simulation into the report's ``memory.<mode>``
 section, adding the CUDA overhead of :mod:`neurarch.plan.overhead`;
-:func:`max_batch` re-simulates batches to find the largest that fits a card.
+:func:`neurarch.plan.fit.card_batch` finds the largest batch that fits a card
+from these simulations at several batches.
 
 ``device="cuda"`` (the default) follows CUDA's kernel choices where they keep
 different tensors (:mod:`neurarch.plan.semantics`, multi-tensor optimizers);
@@ -43,7 +44,6 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ..build import BuiltModel
-from ..errors import NeurarchError
 from ..inputs import InputPlan
 from ..introspect import forward_params as _decoder_accepts, max_positions as _max_positions
 from . import cache as _cache
@@ -51,7 +51,7 @@ from . import depth
 from ..trace.fake import needs_value
 from .fakefix import FakeGaps, unpacked_sequences
 from .overhead import cuda_round, fixed_overhead
-from ..report.memory import MemoryBreakdown, MemoryMode, MemorySection
+from ..report.memory import MemoryBreakdown, MemoryMode
 from .semantics import CudaKernels
 from .step import DEFAULT_LORA_RANK, Observer, PlanOptionError, TrainSetup, autocast_for, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
 from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, LiveTracker
@@ -290,21 +290,33 @@ def _peak_of(lives: list[Life], lo: int, hi: int) -> Peak:
     return Peak(best, at, step, phase, module, breakdown)
 
 
-_NEEDS_VALUES: set[int] = set()  # id(config) of models whose step read a value (checked first next time)
+# Models whose step read a value: run with values first next time.  Keyed by the config
+# object (shared by a model and its cut copies), held weakly: a config that is gone, or a
+# new object at a reused address, is not taken for the one that was seen.
+_NEEDS_VALUES: dict[int, "weakref.ref"] = {}
+
+
+def _reads_values(built: BuiltModel) -> bool:
+    holder = built.config if built.config is not None else built.model
+    ref = _NEEDS_VALUES.get(id(holder))
+    return ref is not None and ref() is holder
 
 
 def _with_values(built: BuiltModel, run):
     """``run(values)``: first without known values (the cheaper run), and again with
     them when the model's code asks a fake tensor for a value (VLMs count their
     image tokens: ``int(mask.sum())``, ``x[mask]``)."""
-    key = id(built.config)
-    if key not in _NEEDS_VALUES:
+    if not _reads_values(built):
         try:
             return run(False)
         except Exception as e:
             if not needs_value(e):
                 raise
-            _NEEDS_VALUES.add(key)
+            holder = built.config if built.config is not None else built.model
+            try:
+                _NEEDS_VALUES[id(holder)] = weakref.ref(holder, lambda _r, k=id(holder): _NEEDS_VALUES.pop(k, None))
+            except TypeError:  # not weakly referenceable: ask again next time (slower, the same figures)
+                pass
     return run(True)
 
 
@@ -925,25 +937,8 @@ def _estimate_with_curve(built: BuiltModel, plan: InputPlan, setup: TrainSetup, 
     ), curve
 
 
-MODES_DEFAULT = ("full", "lora", "qlora", "inference")
-
-
-def memory_section(built: BuiltModel, plan: InputPlan, modes=MODES_DEFAULT, **options) -> MemorySection:
-    """``memory`` for the report: each mode simulated; a mode that fails is an error line, not a crash."""
-    section = MemorySection()
-    for mode in modes:
-        try:
-            setattr(section, mode, estimate(built, plan, mode, **options))
-        except NeurarchError as e:
-            section.errors[mode] = str(e)
-        except Exception as e:  # a model the simulation cannot run is a result
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            section.errors[mode] = f"{type(e).__name__}: {msg[:300]}"
-    return section
-
-
 # --------------------------------------------------------------------------
-# The largest batch that fits a card
+# Other batches (the batch search itself is plan.fit.card_batch)
 # --------------------------------------------------------------------------
 
 def with_batch(plan: InputPlan, batch: int) -> InputPlan:
@@ -954,33 +949,3 @@ def with_batch(plan: InputPlan, batch: int) -> InputPlan:
             t.shape = (batch, *t.shape[1:])
     new.batch = batch
     return new
-
-
-def max_batch(built: BuiltModel, plan: InputPlan, card_bytes: int, mode: str = "full", *, limit: int = 4096, **options) -> tuple[int, MemoryMode | None]:
-    """The largest batch whose ``peak_bytes`` fits in ``card_bytes``, and its estimate.
-
-    Re-simulates candidate batches (doubling, then bisection) on the same built
-    model; (0, None) when not even batch 1 fits.
-    """
-    if card_bytes <= 0:
-        raise PlanOptionError(f"card memory must be positive, got {card_bytes}")
-    cache: dict[int, MemoryMode] = {}
-
-    def fits(b: int) -> bool:
-        if b not in cache:
-            cache[b] = estimate(built, with_batch(plan, b), mode, **options)
-        return cache[b].peak_bytes <= card_bytes
-
-    if not fits(1):
-        return 0, None
-    lo, hi = 1, 2
-    while hi <= limit and fits(hi):
-        lo, hi = hi, hi * 2
-    hi = min(hi, limit + 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo, cache[lo]
