@@ -96,8 +96,8 @@ def linear_dims(module: nn.Module) -> Optional[tuple[int, int]]:
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
     if type(module).__name__ == "Conv1D" and hasattr(module, "nf"):  # transformers GPT-2: weight is (in, out)
-        w = getattr(module, "weight", None)
-        return (int(w.shape[0]), int(module.nf)) if w is not None else None
+        w: Any = getattr(module, "weight", None)
+        return (int(w.shape[0]), int(getattr(module, "nf"))) if w is not None else None
     base = getattr(module, "base_layer", None)  # peft LoRA layer wraps the Linear
     if isinstance(base, nn.Module) and base is not module:
         return linear_dims(base)
@@ -193,9 +193,11 @@ def _kind_from_class(model: nn.Module, config: Any) -> Optional[tuple[str, str]]
     name = type(inner).__name__
     try:
         from transformers import PreTrainedModel
+
+        pretrained: tuple[type, ...] = (PreTrainedModel,)
     except Exception:  # pragma: no cover - transformers is a dependency
-        PreTrainedModel = ()  # type: ignore[assignment]
-    if PreTrainedModel and isinstance(inner, PreTrainedModel):
+        pretrained = ()
+    if pretrained and isinstance(inner, pretrained):
         if name.endswith(_LM_SUFFIXES):
             return "lm", f"{name} is a language-model head"
         if name.endswith("ForConditionalGeneration"):

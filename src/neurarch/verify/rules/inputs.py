@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from typing import TYPE_CHECKING
 
@@ -55,10 +55,13 @@ def _image_applies(ctx: CheckContext):
     applies=_image_applies,
 )
 def image_size_drops_pixels(ctx: CheckContext):
-    name, conv = _first_conv(ctx)
+    found, inp = _first_conv(ctx), ctx.report.input
+    assert found is not None and inp is not None, "applies() checked both"
+    name, module = found
+    conv: Any = module  # an nn.Conv2d: kernel_size, stride, padding, dilation are tuples
     if isinstance(conv.padding, str):
         return  # 'same' / 'valid' padding: PyTorch sizes it to the input
-    h, w = ctx.report.input.shape[-2:]
+    h, w = inp.shape[-2:]
     lost = [
         dropped_pixels(size, conv.kernel_size[i], conv.stride[i], conv.padding[i], conv.dilation[i])
         for i, size in enumerate((h, w))

@@ -92,7 +92,8 @@ def no_trainable_parameters(ctx: CheckContext):
 
 
 def _lora_names(model: nn.Module) -> tuple[list[tuple[str, nn.Parameter]], list[tuple[str, nn.Parameter]]]:
-    lora, other = [], []
+    lora: list[tuple[str, nn.Parameter]] = []
+    other: list[tuple[str, nn.Parameter]] = []
     for name, p in model.named_parameters():
         (lora if ".lora_" in name or name.startswith("lora_") else other).append((name, p))
     return lora, other
@@ -323,7 +324,7 @@ def _precision_known(ctx: CheckContext):
     requires=None,
 )
 def fp16_on_bf16_checkpoint(ctx: CheckContext):
-    if not ctx.precision.lower().startswith("fp16"):
+    if not (ctx.precision or "").lower().startswith("fp16"):
         return
     dtype = _checkpoint_dtype(ctx.config)
     if dtype != "bfloat16":
