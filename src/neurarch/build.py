@@ -308,6 +308,8 @@ def build(source: ModelSource) -> BuiltModel:
                 built = source.factory()
         except Exception as e:
             raise BuildError(f"building {source.id} failed: {type(e).__name__}: {e}") from None
+        if isinstance(built, BuiltModel):  # a python: factory may describe its model itself
+            return built
         if isinstance(built, Factored):
             return BuiltModel(model=built.model, config=None, model_class=type(built.model).__name__, library=built.library,
                               architecture=built.architecture, notes=built.notes)
