@@ -1,8 +1,9 @@
 """Property-based tests generated from the app's own OpenAPI (schemathesis,
-in-process over ASGI): no 5xx, every status documented, every response
-matching its schema.  The workers ask a local, empty Hub (127.0.0.1), so an
-id that looks like a Hub id is a real "not found" (404), not "unreachable".
-Examples are bounded so the run stays short."""
+in-process over ASGI): every route, the paste form (its form body is declared
+in the OpenAPI) and the revision tracker's pages included; no 5xx, every
+status documented, every response matching its schema.  The workers ask a
+local, empty Hub (127.0.0.1), so an id that looks like a Hub id is a real "not
+found" (404), not "unreachable".  Examples are bounded so the run stays short."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ _TMP = Path(tempfile.mkdtemp(prefix="neurarch-st-"))
 _APP = create_app(Settings(db_url=f"sqlite:///{_TMP}/n.db", workers=1, time_limit_s=60, worker_env=hub_env(_HUB.endpoint, _TMP)))
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", _APP)
-# The paste form is for browsers (its errors are HTML pages); its JSON twin is POST /api/v1/paste.
-schema = schema.exclude(path="/paste", method="POST")
 # Fuzzing only (bounded by max_examples); the coverage phase would add hundreds of cases per operation.
 schema.config.phases.update(phases=["examples", "fuzzing"])
 

@@ -506,8 +506,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def paste_form():
         return HTMLResponse(pages.env().get_template("paste.html").render(base="", fields=pages.form_fields({}), config_text="", error=None))
 
+    _paste_form = {"type": "object", "required": ["config"],
+                   "properties": {"config": {"type": "string", "description": "The config.json text"}},
+                   "additionalProperties": {"type": "string", "description": "A plan option (the /models query parameters)"}}
+
     @app.post("/paste", summary="Store a pasted config with its options; redirects to its permalink",
-              responses=openapi_responses(400, 413, 422, html=True), response_class=HTMLResponse)
+              responses={303: {"description": "Stored: redirects to the permalink /p/{hash}"},
+                         **openapi_responses(400, 413, 422, html=True)}, response_class=HTMLResponse,
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/x-www-form-urlencoded": {"schema": _paste_form},
+                  "multipart/form-data": {"schema": {**_paste_form, "required": [],
+                                                     "properties": {**_paste_form["properties"],
+                                                                    "file": {"type": "string", "format": "binary"}}}}}}})
     async def paste_submit(request: Request):
         form = await request.form()
         text = ""
