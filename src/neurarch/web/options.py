@@ -1,8 +1,8 @@
 """The web's plan options, generated from the one options definition.
 
-Every field of :class:`neurarch.inputs.InputOptions`,
-:class:`neurarch.pipeline.PlanOptions`, :class:`neurarch.pipeline.CostOptions`
-and the plain fields of :class:`neurarch.pipeline.Options` becomes one query
+Every field of :class:`neurarch.options.InputOptions`,
+:class:`neurarch.options.PlanOptions`, :class:`neurarch.options.CostOptions`
+and the plain fields of :class:`neurarch.options.Options` becomes one query
 parameter of ``/models/{id}`` and one field of the ``POST /api/v1/plan`` body;
 a field added to one of those dataclasses appears here with no edit.  A name
 that several dataclasses share (``batch``, ``precision``) is one parameter
