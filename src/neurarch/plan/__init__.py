@@ -10,9 +10,9 @@
 See ``docs/accuracy.md`` for the measured error.
 """
 
+from ..report.memory import MemoryBreakdown, MemoryMode, MemorySection
 from .measure import Measurement, measure_cpu, measure_cuda, measure_model, real_factory
 from .memory import Simulation, estimate, simulate, simulate_inference, with_batch
-from ..report.memory import MemoryBreakdown, MemoryMode, MemorySection
 from .step import PlanOptionError, TrainSetup
 
 __all__ = [

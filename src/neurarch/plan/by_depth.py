@@ -1,0 +1,205 @@
+"""Deep models: two runs with the layer stack cut short, extrapolated op by op
+(the arithmetic and its checks are :mod:`.depth`), else the whole model."""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+
+from torch import nn
+
+from ..build import BuiltModel
+from ..inputs import InputPlan
+from . import depth
+from .inference import simulate_inference
+from .overhead import cuda_round
+from .simulation import Peak, Simulation, category, meta_copy, simulate
+from .step import PlanOptionError, TrainSetup
+
+# --------------------------------------------------------------------------
+# Deep models: two cut runs, extrapolated (neurarch.plan.depth)
+# --------------------------------------------------------------------------
+
+_NO_CUT: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()  # model -> {(mode, ...): why}
+CUT_UNITS = (2, 3)
+
+
+stack_of = depth.stack_of
+
+
+def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None,
+                      steady_only: bool = False) -> Simulation | None:
+    """The simulation of ``built`` from two runs with its layer stack cut short, or
+    None when the model has no stack worth cutting.  Raises depth.NotRepeating
+    when the two runs do not line up op by op (then simulate the whole model)."""
+    stack = stack_of(built.model)
+    if stack is None:
+        return None
+    runs = []
+    for units in CUT_UNITS:
+        with depth.cut(built.model, stack, units) as short:
+            cut = dataclasses.replace(built, model=meta_copy(short))
+        if setup.mode == "inference":
+            sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
+        else:
+            sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+        runs.append((sim, depth.points(sim.lives, sim.ops, stack, units, category, cuda_round)))
+    (sa, pa), (sb, pb) = runs
+    ua, ub = CUT_UNITS
+    pts = depth.extrapolate(pa, pb, ua, ub, stack)
+
+    def peak(keep) -> tuple[Peak, int]:
+        p, rounded = depth.peak_over(pts, keep)
+        if p is None:
+            raise depth.NotRepeating("no op in the phase")
+        return Peak(p.total, -1, p.step, p.phase, p.module, dict(zip(depth.CATEGORIES, p.cats))), rounded
+
+    keep = _steady_filter(setup, pts)
+    if setup.mode == "inference":
+        best, rounded = peak(keep)
+        step_peaks = [best]
+    else:
+        step_peaks = [peak(lambda s, ph, k=k: s == k)[0] for k in sorted({p.step for p in pts.values()})]
+        best = max(step_peaks, key=lambda p: p.bytes)
+        rounded = peak(keep)[1]
+    n = stack.units
+    sim = Simulation(setup, sb.steps, best, step_peaks,
+                     depth.line_int(sa.trainable_parameters, sb.trainable_parameters, ua, ub, n),
+                     depth.line_int(sa.parameters, sb.parameters, ua, ub, n))
+    sim.rounded_bytes = rounded
+    sim.kv_cache_bytes = depth.line_int(sa.kv_cache_bytes, sb.kv_cache_bytes, ua, ub, n)
+    sim.context_len = sb.context_len
+    sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
+    sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
+    sim.lives, sim.forward_end = sb.lives, sb.forward_end  # the 3-repeat run's, for the per-layer split
+    sim.cut = (stack, ub)
+    sim.method = (f"simulated with the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, "
+                  f"and extrapolated to {stack.length} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)")
+    return sim
+
+
+def _shardable(p) -> int:
+    """What FSDP divides over the cards at this op: weights, gradients and optimizer
+    state, inside the optimizer step its scratch too (it runs on the shards), and
+    autocast's low-precision copies of the weights (FSDP's mixed precision gathers
+    each layer's low-precision weights when it runs, counted by the caller)."""
+    return sum(p.cats[:3]) + (p.cats[4] if p.phase == "optimizer" else 0) + p.copies
+
+
+def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[str, int]] | None:
+    """What each top-level segment (a layer of the stack, or a module outside it)
+    needs on its own card in a pipeline at this batch: its parameters' share of
+    the weights, gradients and optimizer state at the steady peak (per element,
+    as simulated), plus the activations its forward saved (alive when forward
+    ended).  For a cut simulation the layers' activations come from the cut run
+    (first, middle and last repeat) and are spread over the full depth."""
+    if sim.forward_end is None or not sim.lives:
+        return None
+    stack = sim.cut[0] if sim.cut else stack_of(model)
+    units = sim.cut[1] if sim.cut else (stack.units if stack else 0)
+    parent = stack.path.rpartition(".")[0] if stack else ""
+    depth_out = len(parent.split(".")) + 1 if parent else 1
+    prefix = stack.path + "." if stack else None
+
+    def segment(name: str | None) -> str | None:
+        if not name:
+            return None
+        if prefix and name.startswith(prefix):
+            return prefix + name[len(prefix):].split(".")[0]
+        return ".".join(name.split(".")[:depth_out])
+
+    ev = sim.forward_end
+    act: dict[str, int] = {}
+    first_seen: dict[str, int] = {}
+    for x in sim.lives:
+        seg = segment(x.module)
+        if seg is not None and x.phase == "forward":
+            first_seen.setdefault(seg, x.start)
+        if x.start <= ev and (x.end is None or x.end > ev) and category(x) == "activations" and seg is not None:
+            act[seg] = act.get(seg, 0) + x.nbytes
+    numel: dict[str, int] = {}
+    seen: set[int] = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        seg = segment(name.rsplit(".", 1)[0]) or name
+        numel[seg] = numel.get(seg, 0) + p.numel()
+    total = sum(numel.values())
+    if not total:
+        return None
+    b = peak.breakdown
+    # A peak in the optimizer step holds its per-parameter scratch: that scales with the stage's parameters too.
+    scratch = b["temporary"] if peak.phase == "optimizer" else 0
+    per_elem = (b["weights"] + b["gradients"] + b["optimizer"] + scratch) / total
+    if stack is not None and sim.cut:
+        # Layer i of the full stack acts like the cut run's first, middle or last repeat.
+        def layer_act(i: int) -> int:
+            if i < stack.head:
+                j = i
+            else:
+                blk, o = divmod(i - stack.head, stack.period)
+                if blk >= stack.units:
+                    j = stack.head + units * stack.period + (i - stack.head - stack.units * stack.period)
+                elif blk == 0:
+                    j = i
+                elif blk == stack.units - 1:
+                    j = stack.head + (units - 1) * stack.period + o
+                else:
+                    j = stack.head + stack.period + o
+            return act.get(f"{prefix}{j}", 0)
+        for i in range(stack.length):
+            act[f"{prefix}{i}"] = layer_act(i)
+    order_key = {seg: first_seen.get(seg, 1 << 62) for seg in numel}
+    if stack is not None:
+        # Layers run in index order; those the cut run did not have sit after the last it had.
+        base = first_seen.get(f"{prefix}0", 0)
+        for i in range(stack.length):
+            order_key[f"{prefix}{i}"] = base + i * 1e-6
+    names = sorted(set(numel) | set(act), key=lambda s_: (order_key.get(s_, 1 << 62), s_))
+    return [(n, int(numel.get(n, 0) * per_elem) + act.get(n, 0)) for n in names]
+
+
+def _steady_filter(setup: TrainSetup, pts: dict):
+    """Which labels count for the peak that decides a fit: step 2 on in training, the
+    prefill at the input shape and the decode step in inference."""
+    if setup.mode == "inference":
+        has = {(p.step, p.phase) for p in pts.values()} & {(1, "prefill"), (3, "decode")}
+        return (lambda s, ph: (s, ph) in has) if has else (lambda s, ph: True)
+    last = max((p.step for p in pts.values()), default=1)
+    return lambda s, ph: s >= min(2, last)
+
+
+_NO_STACK = depth.Stack("\0", 0, 0, 1)  # labels every op as outside any stack
+
+
+def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None,
+                  cut_depth: bool = True, steady_only: bool = False) -> Simulation:
+    """Simulate one mode: by depth when the model has a stack worth cutting, else whole."""
+    why = None
+    failed = _NO_CUT.setdefault(built.model, {})
+    key = setup
+    if cut_depth and key in failed:
+        why = failed[key]  # it did not line up at another batch: do not try again
+    elif cut_depth:
+        try:
+            sim = simulate_by_depth(built, plan, setup, steps=steps, context_len=context_len, steady_only=steady_only)
+        except PlanOptionError:
+            raise
+        except Exception as e:  # the cut model does not run or does not line up: simulate it whole
+            sim = None
+            why = failed[key] = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        if sim is not None:
+            return sim
+    if setup.mode == "inference":
+        sim = simulate_inference(built, plan, setup, context_len=context_len, record_ops=True)
+    else:
+        sim = simulate(built, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+    pts = depth.points(sim.lives, sim.ops, _NO_STACK, 0, category, cuda_round)
+    keep = _steady_filter(setup, pts)
+    sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
+    sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
+    sim.ops = None
+    if why:
+        sim.method = f"simulated whole (the cut-depth shortcut did not apply: {why})"
+    return sim

@@ -1,0 +1,428 @@
+"""One simulated run: the model on fake tensors, the tracker watching, the peaks.
+
+:func:`simulate` copies the meta model, prepares it for the mode (:mod:`.step`),
+turns its tensors fake, runs the training steps under FakeTensorMode with a
+:class:`~neurarch.plan.tracker.LiveTracker` watching, and returns a
+:class:`Simulation`: every storage's life, the peak over the run and per step,
+and what was alive at the peak by category (:func:`category`).  Inference is
+:mod:`.inference`; deep models cut short are :mod:`.by_depth`; the report
+section is :mod:`.memory`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import warnings
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+from ..build import BuiltModel
+from ..inputs import InputPlan
+from ..trace.fake import needs_value
+from .fakefix import FakeGaps, unpacked_sequences
+from .overhead import cuda_round
+from .semantics import CudaKernels
+from .step import Observer, PlanOptionError, TrainSetup, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
+from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, LiveTracker
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporary")
+
+
+def category(life: Life) -> str:
+    """Which breakdown bucket a storage belongs to, from its role and life.
+
+    * weights: parameters and buffers (registered before the run);
+    * gradients: storages that became a parameter's ``.grad``;
+    * optimizer: made inside ``optimizer.step()`` and still alive after it;
+    * activations: made in forward and still alive when backward starts (what
+      autograd saved, plus the loss), and the input batch;
+    * temporary: everything else (freed inside the phase that made it:
+      forward scratch, gradients of activations, the optimizer's scratch).
+    """
+    if life.role == WEIGHTS:
+        return "weights"
+    if life.role == GRADIENT:
+        return "gradients"
+    if life.role == OPTIMIZER:
+        return "optimizer"
+    if life.role == INPUT:
+        return "activations"
+    if life.phase == "optimizer":
+        return "optimizer" if life.end is None or life.survives_optimizer else "temporary"
+    if life.phase in ("forward", "prefill", "decode") and life.survives_forward:
+        return "activations"  # in inference: the KV cache
+    return "temporary"
+
+
+@dataclass
+class Curve:
+    """Per op label, what a CUDA card holds right after it (rounded live bytes plus the
+    fixed overhead) at ``batch``; the peak_bytes is the largest value."""
+
+    batch: int
+    values: dict
+    sharded: dict = field(default_factory=dict)  # label -> weights + gradients + optimizer state alive there (what FSDP divides)
+    segments: list | None = None  # [(segment, bytes)] in execution order, for a pipeline cut (full mode)
+
+
+@dataclass
+class Peak:
+    bytes: int
+    event: int  # index of the event at which it happened
+    step: int
+    phase: str
+    module: str | None
+    breakdown: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Simulation:
+    setup: TrainSetup
+    steps: int
+    peak: Peak  # over all steps
+    step_peaks: list[Peak]
+    trainable_parameters: int
+    parameters: int
+    lives: list[Life] = field(repr=False, default_factory=list)
+    rounded_bytes: int = 0  # steady peak with CUDA's 512-byte rounding per allocation
+    kv_cache_bytes: int | None = None
+    context_len: int | None = None
+    ops: list | None = field(repr=False, default=None)  # (event, step, phase, module) per op, when recorded
+    method: str = "simulated"  # or how the figures were extrapolated (neurarch.plan.depth)
+    curve: dict | None = field(repr=False, default=None)  # label -> rounded live bytes at the steady state (see fit.py)
+    sharded: dict | None = field(repr=False, default=None)  # label -> weights + gradients + optimizer bytes there
+    forward_end: int | None = None  # event at which the last step's forward ended (saved activations all alive)
+    cut: tuple | None = None  # (stack, repeats) when lives come from a cut run
+
+    @property
+    def steady(self) -> Peak:
+        """The peak from step 2 on (the first step's if only one was run)."""
+        later = self.step_peaks[1:] or self.step_peaks
+        return max(later, key=lambda p: p.bytes)
+
+    @property
+    def first(self) -> Peak:
+        return self.step_peaks[0]
+
+
+# --------------------------------------------------------------------------
+# The model on fake tensors
+# --------------------------------------------------------------------------
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
+
+
+def meta_copy(model: nn.Module) -> nn.Module:
+    """A deep copy of a meta (or already fake) model whose tensors are all on meta."""
+    memo: dict[int, object] = {}
+    for mod in model.modules():
+        for p in mod._parameters.values():
+            if p is not None and id(p) not in memo:
+                memo[id(p)] = nn.Parameter(_meta_like(p), requires_grad=p.requires_grad)
+        for b in mod._buffers.values():
+            if b is not None and id(b) not in memo:
+                memo[id(b)] = _meta_like(b)
+    return copy.deepcopy(model, memo)
+
+
+def _to_fake(model: nn.Module, mode: FakeTensorMode, device: str = "cpu") -> None:
+    """Replace meta parameters and buffers by fake ones (tied tensors stay tied)."""
+    conv = mode.fake_tensor_converter
+    memo: dict[int, torch.Tensor] = {}
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        m = t if t.device.type == "meta" else _meta_like(t)
+        return conv.from_meta_and_device(mode, m, torch.device(device))
+
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in memo:
+                memo[id(p)] = nn.Parameter(fake(p.data), requires_grad=p.requires_grad)
+            mod._parameters[name] = memo[id(p)]
+        for name, b in list(mod._buffers.items()):
+            if b is None:
+                continue
+            if id(b) not in memo:
+                memo[id(b)] = fake(b)
+            mod._buffers[name] = memo[id(b)]
+
+
+def _fake_attributes(model: nn.Module, mode: FakeTensorMode) -> list[torch.Tensor]:
+    """Plain tensor attributes (not parameters, not buffers) made fake too.
+
+    The builder keeps small tensors real on the CPU (model code reads their
+    values); a real tensor meeting fake ones is lifted afresh at every use,
+    which would count as a new allocation each time.  Converted once here, they
+    are weights-like state alive from the start; returned for registration.
+    """
+    out = []
+    memo: dict[int, torch.Tensor] = {}
+    for mod in model.modules():
+        for name, v in list(vars(mod).items()):
+            if isinstance(v, torch.Tensor) and not isinstance(v, (nn.Parameter, FakeTensor)):
+                if id(v) not in memo:
+                    memo[id(v)] = mode.from_tensor(v) if v.device.type != "meta" else \
+                        mode.fake_tensor_converter.from_meta_and_device(mode, v, torch.device("cpu"))
+                    out.append(memo[id(v)])
+                object.__setattr__(mod, name, memo[id(v)])
+    return out
+
+
+# --------------------------------------------------------------------------
+# Watching the loop
+# --------------------------------------------------------------------------
+
+class _Watch(Observer):
+    def __init__(self, tracker: LiveTracker, gaps: FakeGaps | None = None):
+        self.tracker = tracker
+        self.gaps = gaps
+        self.phase_starts: list[tuple[int, int, str]] = []  # (event, step, phase)
+        self.values = None  # the value-tracking mode, when the step runs under one (see _run)
+
+    @contextlib.contextmanager
+    def phase(self, step: int, name: str):
+        self.tracker.set_phase(step, name)
+        self.phase_starts.append((self.tracker.events, step, name))
+        if self.gaps is not None:
+            self.gaps.in_optimizer = name == "optimizer"
+        try:
+            yield
+        finally:
+            if self.gaps is not None:
+                self.gaps.in_optimizer = False
+        self.tracker.set_phase(step, "between")
+        self.phase_starts.append((self.tracker.events, step, f"end-{name}"))
+
+    def after_backward(self, model: nn.Module) -> None:
+        for p in model.parameters():
+            if p.grad is not None:
+                self.tracker.mark(p.grad, GRADIENT)
+        self.tracker.end_backward()
+
+
+def _decide_survival(lives: list[Life], marks: list[tuple[int, int, str]]) -> None:
+    """Set life.survives_forward / survives_optimizer from the phase boundaries."""
+    import bisect
+
+    ends: dict[tuple[int, str], list[int]] = {}
+    for ev, step, phase in marks:
+        if phase.startswith("end-"):
+            ends.setdefault((step, phase[4:]), []).append(ev)
+    for evs in ends.values():
+        evs.sort()
+
+    def end_of(life: Life) -> int | None:
+        # The end of the phase the life was made in (a step with gradient accumulation runs
+        # forward and backward once per micro-batch: the first end after its start).
+        evs = ends.get((life.step, life.phase))
+        if not evs:
+            return None
+        i = bisect.bisect_left(evs, life.start)
+        return evs[i] if i < len(evs) else evs[-1]
+
+    for life in lives:
+        boundary = end_of(life)
+        life.survives_forward = life.phase in ("forward", "prefill", "decode") and (life.end is None or (boundary is not None and life.end > boundary))
+        life.survives_optimizer = life.phase == "optimizer" and (life.end is None or (boundary is not None and life.end > boundary))
+
+
+def _replay(lives: list[Life], lo: int, hi: int, size=lambda n: n) -> tuple[int, int]:
+    """(peak, event) of live bytes over events lo..hi, sizes mapped by ``size``."""
+    delta: dict[int, int] = {}
+    for life in lives:
+        n = size(life.nbytes)
+        delta[life.start] = delta.get(life.start, 0) + n
+        if life.end is not None:
+            delta[life.end] = delta.get(life.end, 0) - n
+    live, best, at = 0, None, lo
+    for ev in sorted(delta):
+        if ev > hi:
+            break
+        live += delta[ev]
+        if ev >= lo and (best is None or live > best):
+            best, at = live, ev
+    return (live if best is None else best), at
+
+
+def _peak_of(lives: list[Life], lo: int, hi: int) -> Peak:
+    """The peak between events lo and hi, with what was alive at that instant."""
+    best, at = _replay(lives, lo, hi)
+    breakdown = dict.fromkeys(CATEGORIES, 0)
+    for x in lives:
+        if x.start <= at and (x.end is None or x.end > at):
+            breakdown[category(x)] += x.nbytes
+    birth = next((x for x in lives if x.start == at), None)
+    step, phase, module = (birth.step, birth.phase, birth.module) if birth else (0, "set-up", None)
+    return Peak(best, at, step, phase, module, breakdown)
+
+
+# Models whose step read a value: run with values first next time.  Keyed by the config
+# object (shared by a model and its cut copies), held weakly: a config that is gone, or a
+# new object at a reused address, is not taken for the one that was seen.
+_NEEDS_VALUES: dict[int, "weakref.ref"] = {}
+
+
+def _reads_values(built: BuiltModel) -> bool:
+    holder = built.config if built.config is not None else built.model
+    ref = _NEEDS_VALUES.get(id(holder))
+    return ref is not None and ref() is holder
+
+
+def _with_values(built: BuiltModel, run):
+    """``run(values)``: first without known values (the cheaper run), and again with
+    them when the model's code asks a fake tensor for a value (VLMs count their
+    image tokens: ``int(mask.sum())``, ``x[mask]``)."""
+    if not _reads_values(built):
+        try:
+            return run(False)
+        except Exception as e:
+            if not needs_value(e):
+                raise
+            holder = built.config if built.config is not None else built.model
+            try:
+                _NEEDS_VALUES[id(holder)] = weakref.ref(holder, lambda _r, k=id(holder): _NEEDS_VALUES.pop(k, None))
+            except TypeError:  # not weakly referenceable: ask again next time (slower, the same figures)
+                pass
+    return run(True)
+
+
+def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False,
+         values: bool = False) -> tuple[LiveTracker, _Watch]:
+    """Run ``body(tracker, watch)`` on the fake model under the tracker.
+
+    QLoRA's weights are quantized first, with bitsandbytes' own code on fake
+    tensors, and count as weights from the start.
+
+    ``values``: run the step under the tracer's value-tracking mode
+    (:class:`neurarch.trace.fake.ValueMode`) with ``guess=False``: small
+    inputs (token ids, masks, grids) are real, ops on them are computed for
+    real, so code that reads a value runs; a value that would depend on the
+    weights is an error, never a guess.  That mode keeps no op's arguments, so
+    lifetimes are what they would be.  ``watch.values`` hands it to ``body``
+    for :func:`~neurarch.plan.step.make_batch`.
+    """
+    from ..trace.fake import VALUE_LIMIT, ValueMode, quiet_fake_logs
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    _to_fake(model, mode)
+    tracker = LiveTracker(model, prefix_strip=("base_model.model.",))
+    if record_ops:
+        tracker.ops = []
+    held = _fake_attributes(model, mode)
+    gaps = FakeGaps()
+    watch = _Watch(tracker, gaps)
+    kernels = CudaKernels(setup.attn_implementation == "flash_attention_2") if setup.device == "cuda" else contextlib.nullcontext()
+    quantized: list[torch.Tensor] = []
+    if setup.mode == "qlora":
+        with warnings.catch_warnings(), mode:
+            warnings.simplefilter("ignore")
+            quantized = quantize_4bit(model)
+    quiet_fake_logs()
+    if plan is not None and hasattr(plan, "resolve") and not getattr(plan, "resolved", True):
+        # A probe run to count image tokens: not part of the tracked step.
+        probe = ValueMode(mode)
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        with warnings.catch_warnings(), mode, probe, probe.functions:
+            warnings.simplefilter("ignore")
+            plan.resolve(base, probe)
+        del probe
+    # Integer inputs (token ids, masks) keep their values however large the batch
+    # (token ids at batch 10,000 ...); images and other float inputs need none.
+    limit = max([VALUE_LIMIT, *(t.numel for t in getattr(plan, "tensors", []) if not t.dtype.is_floating_point)])
+    known = ValueMode(mode, limit=limit, guess=False) if values else None
+    watch.values = known
+    value_modes = (known, known.functions) if known is not None else ()
+    # No collection during the tracked run: frees happen where reference counts
+    # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)
+    gc.collect(0)
+    gc.disable()
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")
+            for cm in (unpacked_sequences(), mode, gaps, *value_modes, kernels, tracker):
+                stack.enter_context(cm)  # the tracker innermost: it sees what the value mode returns
+            for t in [*model.parameters(), *model.buffers(), *quantized, *held]:
+                tracker.register(t, WEIGHTS)
+            body(tracker, watch)
+            tracker.close()
+    finally:
+        gc.enable()
+    _decide_survival(tracker.lives, watch.phase_starts)
+    return tracker, watch
+
+
+def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None, *, steps: int = 2, record_ops: bool = False,
+             steady_only: bool = False) -> Simulation:
+    """Simulate ``steps`` training steps of ``built`` on fake tensors.
+
+    ``steady_only``: only step 2, after a warm-up that makes the optimizer state
+    without step 1's forward and backward (:func:`~neurarch.plan.step.warm_up`);
+    half the work, for the batch search, where only the steady state counts.
+    """
+    setup = setup or TrainSetup()
+    setup.validate()
+    if setup.mode == "inference":
+        from .inference import simulate_inference  # it runs on this module's machinery
+
+        return simulate_inference(built, plan, setup, record_ops=record_ops)
+    if not 1 <= steps <= 8:
+        raise PlanOptionError(f"steps must be 1 to 8, got {steps}")
+    return _with_values(built, lambda values: _simulate(built, plan, setup, steps, record_ops, steady_only, values))
+
+
+def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int, record_ops: bool, steady_only: bool,
+              values: bool) -> Simulation:
+    base = meta_copy(built.model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = prepare(base, setup)
+
+    def body(tracker: LiveTracker, watch: _Watch) -> None:
+        labels = label_specs(base, built.config, plan)  # here: the plan's token counts are resolved by now
+        batch = make_batch(plan, labels, setup, real=False, values=watch.values)
+        for t in batch.values():
+            if isinstance(t, torch.Tensor):
+                tracker.register(t, INPUT)
+        optimizer = make_optimizer(trainable(model), setup)
+        if steady_only:
+            with watch.phase(1, "optimizer"):  # step 1's optimizer step alone: it makes the state
+                for t in warm_up(optimizer, trainable(model)):
+                    tracker.mark(t, OPTIMIZER)
+            train(model, batch, optimizer, setup, 1, watch, device_type="cpu", first_step=2)
+        else:
+            train(model, batch, optimizer, setup, steps, watch, device_type="cpu")
+
+    tracker, watch = _run(model, setup, body, plan, record_ops, values)
+    lives = tracker.lives
+    starts: dict = {}
+    for ev, step, ph in watch.phase_starts:  # the first micro-batch's start; the one optimizer step's end
+        starts.setdefault((step, ph), ev)
+    step_peaks = []
+    for s in ([2] if steady_only else range(1, steps + 1)):
+        lo = starts.get((s, "forward"), 0)
+        hi = starts.get((s, "end-optimizer"), tracker.events)
+        step_peaks.append(_peak_of(lives, lo, hi))
+    # The rounded replay of the steady part (step 2 on), for peak_bytes.
+    lo = starts.get((2 if steady_only else min(2, steps), "forward"), 0)
+    rounded = _replay(lives, lo, tracker.events, cuda_round)[0]
+    sim = Simulation(setup, 1 if steady_only else steps, max(step_peaks, key=lambda p: p.bytes), step_peaks,
+                     sum(p.numel() for p in trainable(model)), _count(model), lives)
+    sim.rounded_bytes = rounded
+    sim.ops = tracker.ops
+    last = 2 if steady_only else steps
+    sim.forward_end = starts.get((last, "end-forward"))
+    return sim
+
+
+def _count(model: nn.Module) -> int:
+    return sum({id(p): p.numel() for p in model.parameters()}.values())
