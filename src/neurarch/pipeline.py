@@ -292,8 +292,9 @@ def _count_job(built, opts: Options, default_shape):
 
 def _use_cache(opts: Options) -> bool:
     """Whether the plan's simulations and the cost count read and write the cache on disk
-    (neurarch.plan.cache; ``PlanOptions.cache``, and ``NEURARCH_NO_CACHE=1`` turns it off)."""
-    return bool(getattr(opts.plan, "cache", True)) if opts.plan is not None else True
+    (neurarch.plan.cache): ``Options.cache`` or ``PlanOptions.cache`` False (``--no-cache``)
+    turns it off, as ``NEURARCH_NO_CACHE=1`` does."""
+    return bool(getattr(opts, "cache", True)) and bool(getattr(opts.plan, "cache", True))
 
 
 def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
