@@ -137,6 +137,17 @@ def machine() -> str:
             f"transformers {transformers.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 
 
+def _group(row: str) -> str:
+    """A simulation row's group: its mode's input batch, batch 2, or the cards' checks."""
+    import re
+
+    m = re.match(r"simulate (\w+) at batch (\d+) \((input batch|steady state)", row)
+    if m is None:
+        return row
+    kind = "input batch (two steps)" if m.group(3) == "input batch" else ("batch 2" if m.group(2) == "2" else "card checks")
+    return f"simulate {m.group(1)}: {kind}"
+
+
 def phases(models: list[str], warm: bool = False) -> None:
     print(machine())
     if warm:
@@ -156,14 +167,13 @@ def phases(models: list[str], warm: bool = False) -> None:
         except Exception as e:  # noqa: BLE001 - a model outside the catalog has no baseline here
             base = f"n/a ({type(e).__name__})"
         print(f"\n### {spec}: {res['total']:.2f} s in one process, jobs one after another (weights-only baseline {base})\n")
-        print("| phase | seconds | share |")
-        print("|---|---:|---:|")
+        print("| phase | runs | seconds | share |")
+        print("|---|---:|---:|---:|")
         merged: dict[str, list[float]] = {}
         for name, s in res["rows"]:
-            merged.setdefault(name, []).append(s)
+            merged.setdefault(_group(name), []).append(s)
         for name, ss in merged.items():
-            what = name if len(ss) == 1 else f"{name} x{len(ss)}"
-            print(f"| {what} | {sum(ss):.2f} | {100 * sum(ss) / res['total']:.0f} % |")
+            print(f"| {name} | {len(ss)} | {sum(ss):.2f} | {100 * sum(ss) / res['total']:.0f} % |")
         if res["errors"]:
             print(f"\nsection errors: {res['errors']}")
         del t0
