@@ -5,6 +5,7 @@
     python benchmarks/plan_phases.py --warm gpt2          # a second run's phases, on the warm cache
     python benchmarks/plan_phases.py --catalog            # the per-model table of docs/benchmarks.md
     python benchmarks/plan_phases.py --catalog --save DIR # ... keeping each run's JSON in DIR
+    python benchmarks/plan_phases.py --catalog --ids gpt2,t5-small   # ... for some catalog models only
 
 Phases (one fresh process per model, the plan's jobs run one after another,
 ``NEURARCH_JOBS=1``, so each phase's time is its own; a real run forks them
@@ -179,7 +180,7 @@ def phases(models: list[str], warm: bool = False) -> None:
         del t0
 
 
-def catalog(save: Path | None = None) -> None:
+def catalog(save: Path | None = None, ids: list[str] | None = None) -> None:
     """The per-model table; ``save``: also write each run's JSON there (``ID.1.json`` on the empty cache,
     ``ID.2.json`` the same command again on the warm cache), to compare with a snapshot."""
     from neurarch.sources.catalog import entries
@@ -191,7 +192,7 @@ def catalog(save: Path | None = None) -> None:
     print("|---|---:|---:|---:|---:|---:|")
     ratios = []
     seconds = []
-    for model_id in entries():
+    for model_id in ids or entries():
         name = model_id.replace("/", "_")
         base = baseline(model_id)
         cache = tempfile.mkdtemp(prefix="neurarch-bench-")
@@ -209,7 +210,8 @@ def main() -> None:
     args = sys.argv[1:]
     if "--catalog" in args:
         save = Path(args[args.index("--save") + 1]) if "--save" in args else None
-        catalog(save)
+        ids = args[args.index("--ids") + 1].split(",") if "--ids" in args else None
+        catalog(save, ids)
     else:
         phases([a for a in args if not a.startswith("--")] or DEFAULT, warm="--warm" in args)
 
