@@ -332,10 +332,17 @@ def run_all(types: list[str], timeout: int, verbose: bool, jobs: int = 1, result
         fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix="coverage-")
         os.close(fd)
     try:
-        records = run_sweep(types, job=functools.partial(run_one, timeout=timeout), results_path=results or tmp,
-                            time_limit_s=limit, grace_s=HANG_GRACE, memory_limit_bytes=MEMORY_LIMIT_BYTES,
-                            workers=max(jobs, 1), preload=PRELOAD,
-                            on_record=(lambda r: _print_row(row_of(r, limit + HANG_GRACE))) if verbose else None)
+        records = run_sweep(
+            types,
+            job=functools.partial(run_one, timeout=timeout),
+            results_path=results or tmp,
+            time_limit_s=limit,
+            grace_s=HANG_GRACE,
+            memory_limit_bytes=MEMORY_LIMIT_BYTES,
+            workers=max(jobs, 1),
+            preload=PRELOAD,
+            on_record=(lambda r: _print_row(row_of(r, limit + HANG_GRACE))) if verbose else None,
+        )
     finally:
         if tmp:
             os.unlink(tmp)
@@ -427,15 +434,13 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
         "",
         "## Rates",
         "",
-        f"**Of {len(meta)} model types that build on meta, {_pct(len(both), len(meta))} trace forward+backward, "
-        f"{_pct(len(eq), len(meta))} count-equal.**",
+        f"**Of {len(meta)} model types that build on meta, {_pct(len(both), len(meta))} trace forward+backward, {_pct(len(eq), len(meta))} count-equal.**",
         "",
         f"Of the {len(fails)} that do not trace, {len(same)} (marked †) fail the same way with *real* tensors (the",
         "default config cut to one layer, built for real on the CPU, fed the same planned inputs; `real_check`",
         "in the CSV): those failures are not artefacts of fake tensors — their cause is the default config,",
         f"transformers itself, or an input neurarch does not know how to make.  {len(other)} more (‡) fail with real",
-        "tensors too, with another message (the one-layer model may differ).  "
-        f"{len(runs)} run with real tensors at the check's short length: {', '.join(r['model_type'] for r in runs) or 'none'}.",
+        f"tensors too, with another message (the one-layer model may differ).  {len(runs)} run with real tensors at the check's short length: {', '.join(r['model_type'] for r in runs) or 'none'}.",
         "The rest were not checked (a timeout, or too big even with one layer).",
         "",
         f"{len(guessed)} of the traced types needed a value that depends on the weights to choose their path",
@@ -547,7 +552,12 @@ def main(argv: list[str] | None = None) -> int:
             if not args.verbose:
                 _print_row(r)
         return 0
-    command = "nice -n 10 python benchmarks/coverage.py" + (f" --jobs {args.jobs}" if args.jobs != 1 else "") + (f" --timeout {args.timeout}" if args.timeout != DEFAULT_TIMEOUT else "") + (f" --only {args.only}" if args.only else "")
+    command = (
+        "nice -n 10 python benchmarks/coverage.py"
+        + (f" --jobs {args.jobs}" if args.jobs != 1 else "")
+        + (f" --timeout {args.timeout}" if args.timeout != DEFAULT_TIMEOUT else "")
+        + (f" --only {args.only}" if args.only else "")
+    )
     text = write_report(rows, Path(args.out), elapsed, command, args.timeout)
     print("\n".join(line for line in text.splitlines() if line.startswith("**")))
     return 0

@@ -70,29 +70,84 @@ CLI_ARGS = ["--no-verify", "--seq-len", "16", "--timeout", str(NEURARCH_TIMEOUT_
 FORMATS = ["json", "text", "markdown", "html"]  # case i renders as FORMATS[i % 4]
 
 LAYER_FIELDS = {
-    "num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers", "decoder_layers",
-    "num_encoder_layers", "num_decoder_layers",
+    "num_hidden_layers",
+    "n_layer",
+    "num_layers",
+    "n_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_encoder_layers",
+    "num_decoder_layers",
 }
 SIZE_FIELDS = [
-    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
-    "vocab_size", "max_position_embeddings", "head_dim", "n_embd", "n_head", "n_layer", "n_positions", "d_model",
-    "d_ff", "d_kv", "num_heads", "num_layers", "encoder_layers", "decoder_layers", "image_size", "patch_size",
-    "num_channels", "hidden_sizes", "depths", "embed_dim", "num_local_experts", "num_experts", "num_experts_per_tok",
-    "sliding_window", "num_labels", "type_vocab_size", "rotary_dim", "partial_rotary_factor", "pad_token_id",
-    "bos_token_id", "eos_token_id", "window_size", "embedding_size", "max_window_layers",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "hidden_size",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "head_dim",
+    "n_embd",
+    "n_head",
+    "n_layer",
+    "n_positions",
+    "d_model",
+    "d_ff",
+    "d_kv",
+    "num_heads",
+    "num_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "hidden_sizes",
+    "depths",
+    "embed_dim",
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "sliding_window",
+    "num_labels",
+    "type_vocab_size",
+    "rotary_dim",
+    "partial_rotary_factor",
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "window_size",
+    "embedding_size",
+    "max_window_layers",
 ]
 SUB_CONFIGS = ["text_config", "vision_config", "audio_config", "rope_scaling", "quantization_config", "encoder", "decoder", "backbone_config"]
 EXOTIC_TYPES = ["", "not-a-model", "LLAMA", "llama ", "llam\u0430", "gpt2\u0000", "x" * 300, "\ud83e\udd99", "auto", "__init__"]
 EXOTIC_ARCHS = [
-    "Nope", "", "AutoModel", "PreTrainedModel", "LlamaPreTrainedModel", "GenerationMixin", "os.system",
-    "__import__('os')", "LlamaForCausalLM", "BertModel", "GPT2LMHeadModel", "T5ForConditionalGeneration",
-    "ResNetForImageClassification", "ViTModel", "CLIPModel", "Conv1D", "PretrainedConfig", "x" * 1000,
+    "Nope",
+    "",
+    "AutoModel",
+    "PreTrainedModel",
+    "LlamaPreTrainedModel",
+    "GenerationMixin",
+    "os.system",
+    "__import__('os')",
+    "LlamaForCausalLM",
+    "BertModel",
+    "GPT2LMHeadModel",
+    "T5ForConditionalGeneration",
+    "ResNetForImageClassification",
+    "ViTModel",
+    "CLIPModel",
+    "Conv1D",
+    "PretrainedConfig",
+    "x" * 1000,
 ]
 
 
 # --------------------------------------------------------------------------
 # Building cases
 # --------------------------------------------------------------------------
+
 
 def _cut(x):
     """The config with every layer count at most 2 (sub-configs too)."""
@@ -118,12 +173,7 @@ def base_configs() -> dict[str, dict]:
 def _paths(cfg: dict, rng: random.Random) -> list[tuple]:
     """Key paths to mutate: top-level keys mostly, sub-config keys sometimes (labels rarely)."""
     top = [(k,) for k in cfg]
-    nested = [
-        (k, k2)
-        for k, v in cfg.items()
-        if isinstance(v, dict) and k not in ("id2label", "label2id")
-        for k2 in v
-    ]
+    nested = [(k, k2) for k, v in cfg.items() if isinstance(v, dict) and k not in ("id2label", "label2id") for k2 in v]
     labels = [(k, k2) for k in ("id2label", "label2id") if isinstance(cfg.get(k), dict) for k2 in list(cfg[k])[:5]]
     pool = top * 3 + nested + labels
     return pool or [("model_type",)]
@@ -152,12 +202,39 @@ def _plain_number(x, default: int):
 def _weird_value(rng: random.Random, orig=None):
     n = _plain_number(orig, 7)
     choices = [
-        lambda: str(orig), lambda: "", lambda: "abc", lambda: "12", lambda: "1e9", lambda: "NaN",
-        lambda: [], lambda: [orig], lambda: [1, 2, 3], lambda: [[1], [2]], lambda: {}, lambda: {"a": 1},
-        lambda: {"hidden_size": -1}, lambda: None, lambda: float("nan"), lambda: float("inf"), lambda: float("-inf"),
-        lambda: 2**31, lambda: 2**63, lambda: 2**64, lambda: 10**30, lambda: 10**300, lambda: -(2**63),
-        lambda: -1, lambda: -2, lambda: -n, lambda: n + 0.5, lambda: float(n), lambda: 1e-9, lambda: 1e308,
-        lambda: True, lambda: False, lambda: 0,
+        lambda: str(orig),
+        lambda: "",
+        lambda: "abc",
+        lambda: "12",
+        lambda: "1e9",
+        lambda: "NaN",
+        lambda: [],
+        lambda: [orig],
+        lambda: [1, 2, 3],
+        lambda: [[1], [2]],
+        lambda: {},
+        lambda: {"a": 1},
+        lambda: {"hidden_size": -1},
+        lambda: None,
+        lambda: float("nan"),
+        lambda: float("inf"),
+        lambda: float("-inf"),
+        lambda: 2**31,
+        lambda: 2**63,
+        lambda: 2**64,
+        lambda: 10**30,
+        lambda: 10**300,
+        lambda: -(2**63),
+        lambda: -1,
+        lambda: -2,
+        lambda: -n,
+        lambda: n + 0.5,
+        lambda: float(n),
+        lambda: 1e-9,
+        lambda: 1e308,
+        lambda: True,
+        lambda: False,
+        lambda: 0,
     ]
     return rng.choice(choices)()
 
@@ -165,8 +242,7 @@ def _weird_value(rng: random.Random, orig=None):
 def _size_value(rng: random.Random, orig):
     n = _plain_number(orig, 8)
     n = n if isinstance(n, int) else 8
-    return rng.choice([0, -1, -3, 1, 2, 3, 2**20, 2**21 + 1, 2**31, 10**12, n * 1000, n + 1, n - 1, n // 3 or 1,
-                       n + 0.5, float(n), str(n), None, True, [n, n], [], [0], float("nan"), 10**400])
+    return rng.choice([0, -1, -3, 1, 2, 3, 2**20, 2**21 + 1, 2**31, 10**12, n * 1000, n + 1, n - 1, n // 3 or 1, n + 0.5, float(n), str(n), None, True, [n, n], [], [0], float("nan"), 10**400])
 
 
 def _mutate_tree(cfg: dict, rng: random.Random, configs: dict) -> str:
@@ -197,27 +273,39 @@ def _mutate_tree(cfg: dict, rng: random.Random, configs: dict) -> str:
         if rng.random() < 0.5:
             cfg["model_type"] = _copy(rng.choice([other.get("model_type"), *EXOTIC_TYPES, None, 5, ["llama"]]))
             return "names model_type"
-        cfg["architectures"] = _copy(rng.choice(
-            [other.get("architectures"), [rng.choice(EXOTIC_ARCHS)], rng.choice(EXOTIC_ARCHS), [], None, [None], [1],
-             [rng.choice(EXOTIC_ARCHS), rng.choice(EXOTIC_ARCHS)]]
-        ))
+        cfg["architectures"] = _copy(
+            rng.choice([other.get("architectures"), [rng.choice(EXOTIC_ARCHS)], rng.choice(EXOTIC_ARCHS), [], None, [None], [1], [rng.choice(EXOTIC_ARCHS), rng.choice(EXOTIC_ARCHS)]])
+        )
         return "names architectures"
     if kind == "subconfig":
         key = rng.choice(SUB_CONFIGS)
         other = rng.choice(list(configs.values()))
-        cfg[key] = rng.choice([
-            [], "x", None, 3, {}, {"model_type": "bogus"}, {"model_type": "llama", "hidden_size": -1},
-            {"hidden_size": 0}, _copy(other), {"rope_type": "yarn", "factor": "x"}, {"type": "dynamic", "factor": 0.5},
-            {"rope_type": "linear", "factor": 0}, {"rope_type": "llama3", "factor": 8.0},
-            {"rope_type": "nope"}, {"quant_method": "bitsandbytes", "load_in_4bit": True},
-            {"quant_method": "gptq", "bits": 4}, {"model_type": other.get("model_type"), **{k: _copy(v) for k, v in other.items() if k in SIZE_FIELDS}},
-        ])
+        cfg[key] = rng.choice(
+            [
+                [],
+                "x",
+                None,
+                3,
+                {},
+                {"model_type": "bogus"},
+                {"model_type": "llama", "hidden_size": -1},
+                {"hidden_size": 0},
+                _copy(other),
+                {"rope_type": "yarn", "factor": "x"},
+                {"type": "dynamic", "factor": 0.5},
+                {"rope_type": "linear", "factor": 0},
+                {"rope_type": "llama3", "factor": 8.0},
+                {"rope_type": "nope"},
+                {"quant_method": "bitsandbytes", "load_in_4bit": True},
+                {"quant_method": "gptq", "bits": 4},
+                {"model_type": other.get("model_type"), **{k: _copy(v) for k, v in other.items() if k in SIZE_FIELDS}},
+            ]
+        )
         return f"subconfig {key}"
     if kind == "unicode":
         path = rng.choice(_paths(cfg, rng))
         parent = _get_parent(cfg, path)
-        text = rng.choice(["\u00e9\u00e8", "\U0001f999" * 50, "\u0000\u0001\u001f", "\ud800", "a\nb\r\nc", "\u202e",
-                           "x" * 1_000_000, "\u4e2d\u6587" * 1000, "'\"\\"])
+        text = rng.choice(["\u00e9\u00e8", "\U0001f999" * 50, "\u0000\u0001\u001f", "\ud800", "a\nb\r\nc", "\u202e", "x" * 1_000_000, "\u4e2d\u6587" * 1000, "'\"\\"])
         if parent is not None:
             if rng.random() < 0.5:
                 parent[path[-1]] = text
@@ -225,10 +313,29 @@ def _mutate_tree(cfg: dict, rng: random.Random, configs: dict) -> str:
                 parent[text[:200]] = parent.get(path[-1])
         return f"unicode {'.'.join(path)}"
     # add: unknown fields, some with size-like names
-    name = rng.choice(["num_hidden_layers_2", "hidden_size_extra", "num_experts", "n_routed_experts", "moe_layer_freq",
-                       "rope_theta", "max_seq_len", "layer_types", "sliding_window", "torch_dtype", "use_cache",
-                       "tie_word_embeddings", "attn_implementation", "_attn_implementation", "trust_remote_code",
-                       "auto_map", "num_labels", "problem_type", "\u00fcber_size"])
+    name = rng.choice(
+        [
+            "num_hidden_layers_2",
+            "hidden_size_extra",
+            "num_experts",
+            "n_routed_experts",
+            "moe_layer_freq",
+            "rope_theta",
+            "max_seq_len",
+            "layer_types",
+            "sliding_window",
+            "torch_dtype",
+            "use_cache",
+            "tie_word_embeddings",
+            "attn_implementation",
+            "_attn_implementation",
+            "trust_remote_code",
+            "auto_map",
+            "num_labels",
+            "problem_type",
+            "\u00fcber_size",
+        ]
+    )
     cfg[name] = _weird_value(rng, 4) if rng.random() < 0.7 else rng.choice(["eager", "flash_attention_2", "float8", ["full_attention"] * 3])
     return f"add {name}"
 
@@ -263,7 +370,7 @@ def _text_mutation(text: str, cfg: dict, rng: random.Random) -> tuple[str, str |
         raw = raw[: rng.randrange(0, max(len(raw), 1))]
     elif how == "flip" and raw:
         i = rng.randrange(len(raw))
-        raw = raw[:i] + bytes([raw[i] ^ (1 << rng.randrange(8))]) + raw[i + 1:]
+        raw = raw[:i] + bytes([raw[i] ^ (1 << rng.randrange(8))]) + raw[i + 1 :]
     elif how == "invalid_utf8":
         i = rng.randrange(len(raw) or 1)
         raw = raw[:i] + b"\xff\xfe\xc3" + raw[i:]
@@ -301,6 +408,7 @@ def make_case(i: int, configs: dict, seed: int = SEED, rng: random.Random | None
 # --------------------------------------------------------------------------
 # Running one case (in this process) and classifying the outcome
 # --------------------------------------------------------------------------
+
 
 def classify(rc, out: str, err: str, escaped: BaseException | None = None, fmt: str = "json") -> tuple[str, str]:
     """(outcome, message) of one CLI run."""
@@ -362,6 +470,7 @@ def run_in_process(data: bytes, workdir: Path, fmt: str = "json") -> tuple[str, 
 # The worker (a child process) and the parent that watches it
 # --------------------------------------------------------------------------
 
+
 def _worker(seed: int, result_fd: int) -> None:
     """Read case numbers on stdin, write one JSON result per line to ``result_fd``."""
     import warnings
@@ -376,12 +485,10 @@ def _worker(seed: int, result_fd: int) -> None:
             try:
                 base_id, what, data = make_case(i, configs, seed)
             except Exception as e:  # noqa: BLE001 - a bug in this harness, not in neurarch: say so, go on
-                results.write(json.dumps({"case": i, "base": "?", "mutation": "?", "outcome": "harness",
-                                          "message": f"making the case failed: {type(e).__name__}: {e}", "seconds": 0}) + "\n")
+                results.write(json.dumps({"case": i, "base": "?", "mutation": "?", "outcome": "harness", "message": f"making the case failed: {type(e).__name__}: {e}", "seconds": 0}) + "\n")
                 continue
             outcome, message = run_in_process(data, Path(tmp), FORMATS[i % len(FORMATS)])
-            results.write(json.dumps({"case": i, "base": base_id, "mutation": what, "outcome": outcome,
-                                      "message": message, "seconds": round(time.monotonic() - t0, 3)}) + "\n")
+            results.write(json.dumps({"case": i, "base": base_id, "mutation": what, "outcome": outcome, "message": message, "seconds": round(time.monotonic() - t0, 3)}) + "\n")
 
 
 def _rss(pid: int) -> int:
@@ -397,8 +504,13 @@ class Worker:
         r, w = os.pipe()
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", "--seed", str(seed), "--result-fd", str(w)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
-            pass_fds=(w,), start_new_session=True, cwd=tempfile.gettempdir(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            pass_fds=(w,),
+            start_new_session=True,
+            cwd=tempfile.gettempdir(),
         )
         os.close(w)
         self.results = os.fdopen(r, "r")
@@ -477,8 +589,14 @@ def run(cases: int, results: Path, seed: int, timeout: float, memory: int, verbo
                         base_id, what, _ = make_case(i, configs, seed)
                     except Exception:  # noqa: BLE001 - recorded by the worker's own row
                         base_id, what = "?", "?"
-                    row = {"case": i, "base": base_id, "mutation": what, "outcome": why,
-                           "message": f"worker killed ({why}) after {time.monotonic() - t0:.1f} s", "seconds": round(time.monotonic() - t0, 3)}
+                    row = {
+                        "case": i,
+                        "base": base_id,
+                        "mutation": what,
+                        "outcome": why,
+                        "message": f"worker killed ({why}) after {time.monotonic() - t0:.1f} s",
+                        "seconds": round(time.monotonic() - t0, 3),
+                    }
                 row["code"] = version
                 row["seed"] = seed
                 f.write(json.dumps(row) + "\n")
@@ -513,14 +631,27 @@ def _error_kind(message: str) -> str:
     """A coarse label for a clean error message (for the summary table)."""
     m = message.removeprefix("neurarch-trace: error: ")
     for needle, label in [
-        ("malformed JSON", "malformed JSON"), ("not UTF-8", "not UTF-8"), ("must hold a JSON object", "not a JSON object"),
-        ("appears twice", "duplicate key"), ("nests", "nesting too deep"), ("is NaN", "NaN"),
-        ("must be a positive size", "zero/negative size"), ("must be a positive integer", "mistyped size"),
-        ("must be an integer", "fractional size"), ("beyond neurarch's", "beyond a bound"), ("is negative", "negative value"),
-        ("unknown model_type", "unknown model_type"), ("no model_type", "no model_type"), ("field model_type", "bad model_type"),
-        ("field architectures", "bad architectures"), ("needs remote code", "remote code refused"),
-        ("transformers rejects", "config class rejects"), ("building ", "build failed"), ("has no model class", "no model class"),
-        ("input", "inputs"), ("not a list", "empty list"),
+        ("malformed JSON", "malformed JSON"),
+        ("not UTF-8", "not UTF-8"),
+        ("must hold a JSON object", "not a JSON object"),
+        ("appears twice", "duplicate key"),
+        ("nests", "nesting too deep"),
+        ("is NaN", "NaN"),
+        ("must be a positive size", "zero/negative size"),
+        ("must be a positive integer", "mistyped size"),
+        ("must be an integer", "fractional size"),
+        ("beyond neurarch's", "beyond a bound"),
+        ("is negative", "negative value"),
+        ("unknown model_type", "unknown model_type"),
+        ("no model_type", "no model_type"),
+        ("field model_type", "bad model_type"),
+        ("field architectures", "bad architectures"),
+        ("needs remote code", "remote code refused"),
+        ("transformers rejects", "config class rejects"),
+        ("building ", "build failed"),
+        ("has no model class", "no model class"),
+        ("input", "inputs"),
+        ("not a list", "empty list"),
     ]:
         if needle in m:
             return label

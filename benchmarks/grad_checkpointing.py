@@ -106,14 +106,17 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['model']} | {r.get('input')} | " + " | ".join(cells) + " |")
     lines += ["", f"With checkpointing, {ok} of {total} model-mode runs simulate."]
     if errors:
-        lines += ["", "Errors (each is the libraries' own answer, the one a real run would get):", *errors, "",
-                  "- *no gradient checkpointing switch*: the transformers class does not support it "
-                  "(`supports_gradient_checkpointing` is False: its CNNs);",
-                  "- *no linear layer for QLoRA to quantize*: the CNNs have convolutions only (bitsandbytes quantizes "
-                  "linear layers);",
-                  "- *'tuple' object has no attribute 'requires_grad_'*: with checkpointing on, peft calls "
-                  "`enable_input_require_grads()`, whose hook expects the input embeddings to return a tensor; "
-                  "Swin's return a tuple."]
+        lines += [
+            "",
+            "Errors (each is the libraries' own answer, the one a real run would get):",
+            *errors,
+            "",
+            "- *no gradient checkpointing switch*: the transformers class does not support it (`supports_gradient_checkpointing` is False: its CNNs);",
+            "- *no linear layer for QLoRA to quantize*: the CNNs have convolutions only (bitsandbytes quantizes linear layers);",
+            "- *'tuple' object has no attribute 'requires_grad_'*: with checkpointing on, peft calls "
+            "`enable_input_require_grads()`, whose hook expects the input embeddings to return a tensor; "
+            "Swin's return a tuple.",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -285,8 +285,7 @@ def traced_types(path: Path = ROOT / "docs" / "coverage.csv") -> list[str]:
     return [r["model_type"] for r in csv.DictReader(open(path)) if r["forward"] == "True" and r["backward"] == "True"]
 
 
-def run_all(types: list[str], timeout: int, layers: int, verbose: bool, jobs: int = 1,
-            results: str | None = None) -> list[dict]:
+def run_all(types: list[str], timeout: int, layers: int, verbose: bool, jobs: int = 1, results: str | None = None) -> list[dict]:
     """Every type once, ``jobs`` at a time, each in its own process (``neurarch.sweep``).
 
     ``results``: the sweep's JSON-lines file, kept so that a second run skips the
@@ -300,10 +299,17 @@ def run_all(types: list[str], timeout: int, layers: int, verbose: bool, jobs: in
         fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix="plan-coverage-")
         os.close(fd)
     try:
-        records = run_sweep(types, job=functools.partial(run_one, timeout=timeout, layers=layers),
-                            results_path=results or tmp, time_limit_s=limit, grace_s=grace,
-                            memory_limit_bytes=cov.MEMORY_LIMIT_BYTES, workers=max(jobs, 1), preload=PRELOAD,
-                            on_record=(lambda r: _print_row(row_of(r, limit + grace))) if verbose else None)
+        records = run_sweep(
+            types,
+            job=functools.partial(run_one, timeout=timeout, layers=layers),
+            results_path=results or tmp,
+            time_limit_s=limit,
+            grace_s=grace,
+            memory_limit_bytes=cov.MEMORY_LIMIT_BYTES,
+            workers=max(jobs, 1),
+            preload=PRELOAD,
+            on_record=(lambda r: _print_row(row_of(r, limit + grace))) if verbose else None,
+        )
     finally:
         if tmp:
             os.unlink(tmp)
@@ -365,8 +371,11 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
         "`neurarch.plan.memory.estimate` simulates each mode at its defaults (bf16-mixed, AdamW, CUDA semantics):",
         "a full fine-tuning step, a LoRA step, and inference.  A mode neurarch declines for the model (a",
         "`NeurarchError`, e.g. LoRA with no linear layer) is n/a; any other exception is a failure."
-        + (" When transformers rejects the shrunk config, or a mode fails on the shrunk model, the default"
-           " config is used instead (at full depth neurarch cuts the layer stack itself)." if layers else ""),
+        + (
+            " When transformers rejects the shrunk config, or a mode fails on the shrunk model, the default config is used instead (at full depth neurarch cuts the layer stack itself)."
+            if layers
+            else ""
+        ),
         "",
         "## Run",
         "",
@@ -375,13 +384,11 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
         f"* torch {torch.__version__}, transformers {transformers.__version__}",
         f"* command: {command}",
         f"* wall time: {seconds / 60:.1f} min",
-        f"* time limit: {timeout} s per model type (build, inputs and the three modes together), past which the modes not"
-        " yet simulated count as failures",
+        f"* time limit: {timeout} s per model type (build, inputs and the three modes together), past which the modes not yet simulated count as failures",
         "",
         "## Rates",
         "",
-        f"**Of {n} types neurarch traces, {rate['full']} simulate a full fine-tuning step, {rate['lora']} LoRA, "
-        f"{rate['inference']} inference.**",
+        f"**Of {n} types neurarch traces, {rate['full']} simulate a full fine-tuning step, {rate['lora']} LoRA, {rate['inference']} inference.**",
         "",
         "| mode | ok | n/a | failed | ok, of all | ok, of those it applies to |",
         "|---|---:|---:|---:|---:|---:|",
@@ -391,12 +398,14 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
         lines.append(f"| {m} | {c[OK]} | {c[NA]} | {c[ERROR]} | {rate[m]} | {cov._pct(c[OK], n - c[NA])} |")
     lines.append("")
     if layers:
-        lines.extend([
-            f"{len(depth_fallback)} types were built at their default depth because transformers rejects the",
-            f"{layers}-layer config; modes that passed only at the default depth (they fail on the {layers}-layer model,",
-            f"`<mode>_note` in the CSV): {', '.join(f'{m} {at_default[m]}' for m in MODES)}.",
-            "",
-        ])
+        lines.extend(
+            [
+                f"{len(depth_fallback)} types were built at their default depth because transformers rejects the",
+                f"{layers}-layer config; modes that passed only at the default depth (they fail on the {layers}-layer model,",
+                f"`<mode>_note` in the CSV): {', '.join(f'{m} {at_default[m]}' for m in MODES)}.",
+                "",
+            ]
+        )
     lines.extend([f"Simulated with the layer stack cut short and extrapolated: {', '.join(f'{m} {cut[m]}' for m in MODES)}.", ""])
 
     def group(mode_status: str, title: str) -> None:
@@ -419,7 +428,7 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
 
     slow = sorted((r for r in rows if isinstance(r["seconds"], (int, float))), key=lambda r: -r["seconds"])[:10]
     lines.extend(["## Slowest", "", "| model type | seconds | " + " | ".join(MODES) + " |", "|---|---:|" + "---:|" * len(MODES)])
-    lines.extend(f"| {r['model_type']} | {r['seconds']} | " + " | ".join(str(r[f'{m}_seconds']) for m in MODES) + " |" for r in slow)
+    lines.extend(f"| {r['model_type']} | {r['seconds']} | " + " | ".join(str(r[f"{m}_seconds"]) for m in MODES) + " |" for r in slow)
     lines.append("")
     text = "\n".join(lines)
     (out_dir / "plan_coverage.md").write_text(text)
@@ -435,8 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=DEFAULT_LAYERS, help=f"cut configs to this many layers; 0: default depth (default {DEFAULT_LAYERS})")
     ap.add_argument("--out", default=str(ROOT / "docs"), help="folder for plan_coverage.md and plan_coverage.csv")
     ap.add_argument("-v", "--verbose", action="store_true", help="print one line per model type")
-    ap.add_argument("--rerun-failed", action="store_true",
-                    help="rerun only the types with a failed mode in --out's plan_coverage.csv, merge, rewrite the report")
+    ap.add_argument("--rerun-failed", action="store_true", help="rerun only the types with a failed mode in --out's plan_coverage.csv, merge, rewrite the report")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
 
@@ -449,9 +457,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     rows = run_all(types, args.timeout, args.layers, args.verbose, args.jobs, args.results)
     elapsed = time.time() - t0
-    base = ("nice -n 10 python benchmarks/plan_coverage.py" + (f" --jobs {args.jobs}" if args.jobs != 1 else "")
-            + (f" --timeout {args.timeout}" if args.timeout != DEFAULT_TIMEOUT else "")
-            + (f" --layers {args.layers}" if args.layers != DEFAULT_LAYERS else ""))
+    base = (
+        "nice -n 10 python benchmarks/plan_coverage.py"
+        + (f" --jobs {args.jobs}" if args.jobs != 1 else "")
+        + (f" --timeout {args.timeout}" if args.timeout != DEFAULT_TIMEOUT else "")
+        + (f" --layers {args.layers}" if args.layers != DEFAULT_LAYERS else "")
+    )
     command = f"`{base}" + (f" --only {args.only}" if args.only and not args.rerun_failed else "") + "`"
     if args.rerun_failed:  # the earlier rows, the failed ones replaced by this run's
         again = {r["model_type"]: r for r in rows}

@@ -69,6 +69,7 @@ MiB = 2**20
 # Sources: where each quoted figure comes from, and what it measured.
 # --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Source:
     key: str
@@ -88,10 +89,10 @@ HF_SINGLE_GPU = Source(
     title="Efficient Training on a Single GPU (Transformers documentation v4.21.0)",
     url="https://huggingface.co/docs/transformers/v4.21.0/perf_train_gpu_one",
     section="sections Vanilla Training, Gradient Accumulation, Gradient Checkpointing, FP16 Training, Adafactor and 8-bit Adam "
-            "(source file docs/source/en/perf_train_gpu_one.mdx of huggingface/transformers). Later versions split the page: "
-            "\"Model training anatomy\" (https://huggingface.co/docs/transformers/model_memory_anatomy) keeps the setup, the "
-            "context, the model-loaded and the vanilla figures (1343, 2631 and 14949 MB); \"Methods and tools for efficient "
-            "training on a single GPU\" no longer prints the other figures",
+    "(source file docs/source/en/perf_train_gpu_one.mdx of huggingface/transformers). Later versions split the page: "
+    '"Model training anatomy" (https://huggingface.co/docs/transformers/model_memory_anatomy) keeps the setup, the '
+    'context, the model-loaded and the vanilla figures (1343, 2631 and 14949 MB); "Methods and tools for efficient '
+    'training on a single GPU" no longer prints the other figures',
     measured="nvidia-smi",
     gpu="Tesla V100-SXM2 16 GB (the page's nvidia-smi printout: driver 460.91.03, CUDA 11.2)",
     workspace=CUBLAS_WORKSPACE_OTHER,
@@ -99,40 +100,40 @@ HF_SINGLE_GPU = Source(
     context_bytes=1343 * MiB,
     unit_bytes=MiB,  # print(f"GPU memory occupied: {info.used//1024**2} MB.") -> MiB, rounded down
     setup="bert-large-uncased loaded with AutoModelForSequenceClassification (a 2-way classifier head), 512 random "
-          "sequences of 512 tokens, the Trainer (transformers v4.21, 2022) with default_args output_dir/evaluation_strategy "
-          "\"steps\"/num_train_epochs 1, no eval_dataset; memory read with pynvml's memory.used after trainer.train() "
-          "returns (so it holds the CUDA context, the kernels and the caching allocator's reserved blocks at their "
-          "high-water mark). The page prints the context alone (1343 MB after a 1x1 tensor) and the model alone "
-          "(2631 MB after .to(\"cuda\")); the context is not subtracted from the quoted figures. Trainer defaults of "
-          "that version: optim adamw_hf (transformers' AdamW, a per-parameter loop), model.zero_grad() without "
-          "set_to_none (torch 1.x), BERT's eager attention (the only one it had), dropout 0.1 in training.",
+    "sequences of 512 tokens, the Trainer (transformers v4.21, 2022) with default_args output_dir/evaluation_strategy "
+    '"steps"/num_train_epochs 1, no eval_dataset; memory read with pynvml\'s memory.used after trainer.train() '
+    "returns (so it holds the CUDA context, the kernels and the caching allocator's reserved blocks at their "
+    "high-water mark). The page prints the context alone (1343 MB after a 1x1 tensor) and the model alone "
+    '(2631 MB after .to("cuda")); the context is not subtracted from the quoted figures. Trainer defaults of '
+    "that version: optim adamw_hf (transformers' AdamW, a per-parameter loop), model.zero_grad() without "
+    "set_to_none (torch 1.x), BERT's eager attention (the only one it had), dropout 0.1 in training.",
 )
 
 PEFT_README = Source(
     key="peft-readme",
-    title="PEFT README, \"Get comparable performance to full finetuning by adapting LLMs to downstream tasks using consumer hardware\"",
+    title='PEFT README, "Get comparable performance to full finetuning by adapting LLMs to downstream tasks using consumer hardware"',
     url="https://github.com/huggingface/peft/blob/0032f32a82fcec45748606a1b9dcc52986cef168/README.md#use-cases",
-    section="table \"GPU memory required for adapting LLMs on the few-shot dataset ought/raft/twitter_complaints\" "
-            "(columns Full Finetuning and PEFT-LoRA PyTorch; README.md of huggingface/peft at commit 0032f32, early 2023)",
+    section='table "GPU memory required for adapting LLMs on the few-shot dataset ought/raft/twitter_complaints" '
+    "(columns Full Finetuning and PEFT-LoRA PyTorch; README.md of huggingface/peft at commit 0032f32, early 2023)",
     measured="max_memory_allocated",
-    gpu="A100 80GB (\"Hardware: Single A100 80GB GPU with CPU RAM above 64GB\")",
+    gpu='A100 80GB ("Hardware: Single A100 80GB GPU with CPU RAM above 64GB")',
     workspace=CUBLAS_WORKSPACE_OTHER,
     context_bytes=None,
     # The example scripts print b2mb(torch.cuda.max_memory_allocated()) = int(bytes / 2**20), i.e. MiB; the README
     # writes e.g. "14.4GB". We read X GB as X * 1000 MiB; read as GiB every figure would be 2.4 % higher.
     unit_bytes=1000 * MiB,
     setup="The README names neither the script nor the settings behind the table. The example scripts of that time "
-          "(examples/conditional_generation/pet_lora_seq2seq_accelerate_ds_zero3_offload.py at commit 30c54dc for T0_3B and "
-          "examples/causal_language_modeling/pet_lora_clm_accelerate_ds_zero3_offload.py at commit 9ef0d85 for bloomz-7b1, "
-          "from when the library was called pet; presumably run without DeepSpeed for the \"PyTorch\" column) use: LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1) with peft's default "
-          "target modules (t5/mt5: q, v; bloom: query_key_value), batch size 8, no mixed precision (fp32), "
-          "torch.optim.AdamW, optimizer.zero_grad() (torch 1.13: grads kept, zeroed), and the figure printed is "
-          "\"GPU Total Peak Memory consumed during the train (max)\" = max_memory_allocated in MiB, reset per epoch. "
-          "seq2seq (T0_3B, mt0-xxl): inputs padded to the longest tweet of the batch (not stated; tweets are at most "
-          "280 characters), labels padded to the longest class label (\"no complaint\": 3 tokens with the T5 tokenizer). "
-          "causal LM (bloomz-7b1): every sample left-padded to max_length 64. Which epoch's figure the README quotes, "
-          "the script used for mt0-xxl and for the Full Finetuning column, and whether GB means 1000 MiB or GiB "
-          "are not stated.",
+    "(examples/conditional_generation/pet_lora_seq2seq_accelerate_ds_zero3_offload.py at commit 30c54dc for T0_3B and "
+    "examples/causal_language_modeling/pet_lora_clm_accelerate_ds_zero3_offload.py at commit 9ef0d85 for bloomz-7b1, "
+    'from when the library was called pet; presumably run without DeepSpeed for the "PyTorch" column) use: LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1) with peft\'s default '
+    "target modules (t5/mt5: q, v; bloom: query_key_value), batch size 8, no mixed precision (fp32), "
+    "torch.optim.AdamW, optimizer.zero_grad() (torch 1.13: grads kept, zeroed), and the figure printed is "
+    '"GPU Total Peak Memory consumed during the train (max)" = max_memory_allocated in MiB, reset per epoch. '
+    "seq2seq (T0_3B, mt0-xxl): inputs padded to the longest tweet of the batch (not stated; tweets are at most "
+    '280 characters), labels padded to the longest class label ("no complaint": 3 tokens with the T5 tokenizer). '
+    "causal LM (bloomz-7b1): every sample left-padded to max_length 64. Which epoch's figure the README quotes, "
+    "the script used for mt0-xxl and for the Full Finetuning column, and whether GB means 1000 MiB or GiB "
+    "are not stated.",
 )
 
 SOURCES = {s.key: s for s in (HF_SINGLE_GPU, PEFT_README)}
@@ -141,6 +142,7 @@ SOURCES = {s.key: s for s in (HF_SINGLE_GPU, PEFT_README)}
 # --------------------------------------------------------------------------
 # Rows: one published measurement each, its setup as data.
 # --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Setup:
@@ -178,75 +180,202 @@ class Row:
     unclear: tuple = ()  # setup facts the source leaves open, and what we assumed
 
 
-BERT = {"config": "bert-large-uncased", "seq": 512, "attention": "eager", "task": "seq-cls", "num_labels": 2,
-        "zero_grad_to_none": False, "optimizer_as_run": "adamw_hf (transformers.AdamW, per-parameter loop)"}
+BERT = {
+    "config": "bert-large-uncased",
+    "seq": 512,
+    "attention": "eager",
+    "task": "seq-cls",
+    "num_labels": 2,
+    "zero_grad_to_none": False,
+    "optimizer_as_run": "adamw_hf (transformers.AdamW, per-parameter loop)",
+}
 HF_ADAMW = {"optimizer": "adamw-fused"}  # a loop over parameters keeps no multi-tensor scratch: fused is the nearest
 
 ROWS: list[Row] = [
-    Row("bert-vanilla", "hf-single-gpu", "Vanilla Training: per_device_train_batch_size=4", 14949, "GPU memory occupied: 14949 MB.",
-        Setup(**BERT, **HF_ADAMW, mode="full", batch=4, precision="fp32")),
-    Row("bert-ga", "hf-single-gpu", "Gradient Accumulation: batch 1, gradient_accumulation_steps=4", 8681, "GPU memory occupied: 8681 MB.",
-        Setup(**BERT, **HF_ADAMW, mode="full", batch=1, grad_accumulation=4, precision="fp32")),
-    Row("bert-ga-gc", "hf-single-gpu", "Gradient Checkpointing: batch 1, accumulation 4, gradient_checkpointing=True", 6775,
+    Row("bert-vanilla", "hf-single-gpu", "Vanilla Training: per_device_train_batch_size=4", 14949, "GPU memory occupied: 14949 MB.", Setup(**BERT, **HF_ADAMW, mode="full", batch=4, precision="fp32")),
+    Row(
+        "bert-ga",
+        "hf-single-gpu",
+        "Gradient Accumulation: batch 1, gradient_accumulation_steps=4",
+        8681,
+        "GPU memory occupied: 8681 MB.",
+        Setup(**BERT, **HF_ADAMW, mode="full", batch=1, grad_accumulation=4, precision="fp32"),
+    ),
+    Row(
+        "bert-ga-gc",
+        "hf-single-gpu",
+        "Gradient Checkpointing: batch 1, accumulation 4, gradient_checkpointing=True",
+        6775,
         "GPU memory occupied: 6775 MB.",
-        Setup(**BERT, **HF_ADAMW, mode="full", batch=1, grad_accumulation=4, grad_checkpointing=True, precision="fp32")),
-    Row("bert-fp16", "hf-single-gpu", "FP16 Training: batch 4, fp16=True", 13939, "GPU memory occupied: 13939 MB.",
-        Setup(**BERT, **HF_ADAMW, mode="full", batch=4, precision="fp16-mixed")),
-    Row("bert-ga-gc-fp16", "hf-single-gpu", "batch 1, accumulation 4, checkpointing, fp16", 7275, "GPU memory occupied: 7275 MB.",
-        Setup(**BERT, **HF_ADAMW, mode="full", batch=1, grad_accumulation=4, grad_checkpointing=True, precision="fp16-mixed")),
-    Row("bert-adafactor", "hf-single-gpu", "Adafactor: batch 4, optim=\"adafactor\"", 12295, "GPU memory occupied: 12295 MB.",
-        Setup(**{**BERT, "optimizer_as_run": "transformers Adafactor (Trainer optim=\"adafactor\": no first moment)"},
-              optimizer="adafactor", mode="full", batch=4, precision="fp32")),
-    Row("bert-ga-gc-fp16-adafactor", "hf-single-gpu", "batch 1, accumulation 4, checkpointing, fp16, Adafactor", 4847,
+        Setup(**BERT, **HF_ADAMW, mode="full", batch=1, grad_accumulation=4, grad_checkpointing=True, precision="fp32"),
+    ),
+    Row("bert-fp16", "hf-single-gpu", "FP16 Training: batch 4, fp16=True", 13939, "GPU memory occupied: 13939 MB.", Setup(**BERT, **HF_ADAMW, mode="full", batch=4, precision="fp16-mixed")),
+    Row(
+        "bert-ga-gc-fp16",
+        "hf-single-gpu",
+        "batch 1, accumulation 4, checkpointing, fp16",
+        7275,
+        "GPU memory occupied: 7275 MB.",
+        Setup(**BERT, **HF_ADAMW, mode="full", batch=1, grad_accumulation=4, grad_checkpointing=True, precision="fp16-mixed"),
+    ),
+    Row(
+        "bert-adafactor",
+        "hf-single-gpu",
+        'Adafactor: batch 4, optim="adafactor"',
+        12295,
+        "GPU memory occupied: 12295 MB.",
+        Setup(**{**BERT, "optimizer_as_run": 'transformers Adafactor (Trainer optim="adafactor": no first moment)'}, optimizer="adafactor", mode="full", batch=4, precision="fp32"),
+    ),
+    Row(
+        "bert-ga-gc-fp16-adafactor",
+        "hf-single-gpu",
+        "batch 1, accumulation 4, checkpointing, fp16, Adafactor",
+        4847,
         "GPU memory occupied: 4847 MB.",
-        Setup(**{**BERT, "optimizer_as_run": "transformers Adafactor (Trainer optim=\"adafactor\": no first moment)"},
-              optimizer="adafactor", mode="full", batch=1, grad_accumulation=4, grad_checkpointing=True, precision="fp16-mixed")),
-    Row("bert-adam8bit", "hf-single-gpu", "8-bit Adam: batch 4, bnb.optim.Adam8bit", 13085, "GPU memory occupied: 13085 MB.",
-        Setup(**{**BERT, "optimizer_as_run": "bitsandbytes Adam8bit (blockwise 8-bit state)"}, optimizer="adamw-8bit",
-              mode="full", batch=4, precision="fp32")),
-    Row("bert-ga-gc-fp16-adam8bit", "hf-single-gpu", "batch 1, accumulation 4, checkpointing, fp16, 8-bit Adam", 5363,
+        Setup(
+            **{**BERT, "optimizer_as_run": 'transformers Adafactor (Trainer optim="adafactor": no first moment)'},
+            optimizer="adafactor",
+            mode="full",
+            batch=1,
+            grad_accumulation=4,
+            grad_checkpointing=True,
+            precision="fp16-mixed",
+        ),
+    ),
+    Row(
+        "bert-adam8bit",
+        "hf-single-gpu",
+        "8-bit Adam: batch 4, bnb.optim.Adam8bit",
+        13085,
+        "GPU memory occupied: 13085 MB.",
+        Setup(**{**BERT, "optimizer_as_run": "bitsandbytes Adam8bit (blockwise 8-bit state)"}, optimizer="adamw-8bit", mode="full", batch=4, precision="fp32"),
+    ),
+    Row(
+        "bert-ga-gc-fp16-adam8bit",
+        "hf-single-gpu",
+        "batch 1, accumulation 4, checkpointing, fp16, 8-bit Adam",
+        5363,
         "GPU memory occupied: 5363 MB.",
-        Setup(**{**BERT, "optimizer_as_run": "bitsandbytes Adam8bit (blockwise 8-bit state)"}, optimizer="adamw-8bit",
-              mode="full", batch=1, grad_accumulation=4, grad_checkpointing=True, precision="fp16-mixed")),
+        Setup(
+            **{**BERT, "optimizer_as_run": "bitsandbytes Adam8bit (blockwise 8-bit state)"},
+            optimizer="adamw-8bit",
+            mode="full",
+            batch=1,
+            grad_accumulation=4,
+            grad_checkpointing=True,
+            precision="fp16-mixed",
+        ),
+    ),
 ]
 
-PEFT_T5 = {"batch": 8, "precision": "fp32", "attention": "eager", "task": "seq2seq-lm", "decoder_seq": 3,
-           "zero_grad_to_none": False, "optimizer": "adamw-fused",
-           "optimizer_as_run": "torch.optim.AdamW (torch 1.13: single-tensor loop)"}
+PEFT_T5 = {
+    "batch": 8,
+    "precision": "fp32",
+    "attention": "eager",
+    "task": "seq2seq-lm",
+    "decoder_seq": 3,
+    "zero_grad_to_none": False,
+    "optimizer": "adamw-fused",
+    "optimizer_as_run": "torch.optim.AdamW (torch 1.13: single-tensor loop)",
+}
 PEFT_LORA = {"mode": "lora", "lora_rank": 8, "lora_alpha": 32, "lora_dropout": 0.1}
 TWEET_SEQ = 64  # not stated: see unclear
-TWEET_UNCLEAR = (("encoder length: the longest tweet of each batch of 8 (dynamic padding); not stated. We use 64 tokens, "
-                  "the cap the same README's bloomz script puts on prompt + tweet + label"),
-                 "decoder length: labels padded to the longest class label, 3 tokens",
-                 "GB read as 1000 MiB (the scripts print MiB)")
+TWEET_UNCLEAR = (
+    ("encoder length: the longest tweet of each batch of 8 (dynamic padding); not stated. We use 64 tokens, the cap the same README's bloomz script puts on prompt + tweet + label"),
+    "decoder length: labels padded to the longest class label, 3 tokens",
+    "GB read as 1000 MiB (the scripts print MiB)",
+)
 A100_80GB = 80 * 1024**3
 
 ROWS += [
-    Row("t0-full", "peft-readme", "bigscience/T0_3B, Full Finetuning", 47.14, "47.14GB GPU / 2.96GB CPU",
+    Row(
+        "t0-full",
+        "peft-readme",
+        "bigscience/T0_3B, Full Finetuning",
+        47.14,
+        "47.14GB GPU / 2.96GB CPU",
         Setup(config="bigscience--T0_3B", mode="full", seq=TWEET_SEQ, **PEFT_T5),
-        unclear=TWEET_UNCLEAR + ("the script of the Full Finetuning column is not named; we take the LoRA example without LoRA",)),
-    Row("t0-lora", "peft-readme", "bigscience/T0_3B, PEFT-LoRA PyTorch", 14.4, "14.4GB GPU / 2.96GB CPU",
-        Setup(config="bigscience--T0_3B", seq=TWEET_SEQ, lora_targets="q,v", **PEFT_T5, **PEFT_LORA), unclear=TWEET_UNCLEAR),
-    Row("mt0-lora", "peft-readme", "bigscience/mt0-xxl, PEFT-LoRA PyTorch", 56, "56GB GPU / 3GB CPU",
+        unclear=TWEET_UNCLEAR + ("the script of the Full Finetuning column is not named; we take the LoRA example without LoRA",),
+    ),
+    Row(
+        "t0-lora",
+        "peft-readme",
+        "bigscience/T0_3B, PEFT-LoRA PyTorch",
+        14.4,
+        "14.4GB GPU / 2.96GB CPU",
+        Setup(config="bigscience--T0_3B", seq=TWEET_SEQ, lora_targets="q,v", **PEFT_T5, **PEFT_LORA),
+        unclear=TWEET_UNCLEAR,
+    ),
+    Row(
+        "mt0-lora",
+        "peft-readme",
+        "bigscience/mt0-xxl, PEFT-LoRA PyTorch",
+        56,
+        "56GB GPU / 3GB CPU",
         Setup(config="bigscience--mt0-xxl", seq=TWEET_SEQ, lora_targets="q,v", **PEFT_T5, **PEFT_LORA),
-        unclear=TWEET_UNCLEAR + ("the README names no script for mt0-xxl; we take the T0_3B seq2seq example with the model swapped",)),
-    Row("bloomz-lora", "peft-readme", "bigscience/bloomz-7b1, PEFT-LoRA PyTorch", 32, "32GB GPU / 3.8GB CPU",
-        Setup(config="bigscience--bloomz-7b1", mode="lora", batch=8, seq=64, precision="fp32", attention="eager", task="causal-lm",
-              zero_grad_to_none=False, optimizer="adamw-fused", optimizer_as_run="torch.optim.AdamW (torch 1.13: single-tensor loop)",
-              lora_rank=8, lora_alpha=32, lora_dropout=0.1, lora_targets="query_key_value"),
-        unclear=("GB read as 1000 MiB (the scripts print MiB)",)),
-    Row("mt0-full", "peft-readme", "bigscience/mt0-xxl, Full Finetuning", None, "OOM GPU",
-        Setup(config="bigscience--mt0-xxl", mode="full", seq=TWEET_SEQ, **PEFT_T5), oom_on_bytes=A100_80GB, unclear=TWEET_UNCLEAR),
-    Row("bloomz-full", "peft-readme", "bigscience/bloomz-7b1, Full Finetuning", None, "OOM GPU",
-        Setup(config="bigscience--bloomz-7b1", mode="full", batch=8, seq=64, precision="fp32", attention="eager", task="causal-lm",
-              zero_grad_to_none=False, optimizer="adamw-fused", optimizer_as_run="torch.optim.AdamW (torch 1.13: single-tensor loop)"),
-        oom_on_bytes=A100_80GB),
+        unclear=TWEET_UNCLEAR + ("the README names no script for mt0-xxl; we take the T0_3B seq2seq example with the model swapped",),
+    ),
+    Row(
+        "bloomz-lora",
+        "peft-readme",
+        "bigscience/bloomz-7b1, PEFT-LoRA PyTorch",
+        32,
+        "32GB GPU / 3.8GB CPU",
+        Setup(
+            config="bigscience--bloomz-7b1",
+            mode="lora",
+            batch=8,
+            seq=64,
+            precision="fp32",
+            attention="eager",
+            task="causal-lm",
+            zero_grad_to_none=False,
+            optimizer="adamw-fused",
+            optimizer_as_run="torch.optim.AdamW (torch 1.13: single-tensor loop)",
+            lora_rank=8,
+            lora_alpha=32,
+            lora_dropout=0.1,
+            lora_targets="query_key_value",
+        ),
+        unclear=("GB read as 1000 MiB (the scripts print MiB)",),
+    ),
+    Row(
+        "mt0-full",
+        "peft-readme",
+        "bigscience/mt0-xxl, Full Finetuning",
+        None,
+        "OOM GPU",
+        Setup(config="bigscience--mt0-xxl", mode="full", seq=TWEET_SEQ, **PEFT_T5),
+        oom_on_bytes=A100_80GB,
+        unclear=TWEET_UNCLEAR,
+    ),
+    Row(
+        "bloomz-full",
+        "peft-readme",
+        "bigscience/bloomz-7b1, Full Finetuning",
+        None,
+        "OOM GPU",
+        Setup(
+            config="bigscience--bloomz-7b1",
+            mode="full",
+            batch=8,
+            seq=64,
+            precision="fp32",
+            attention="eager",
+            task="causal-lm",
+            zero_grad_to_none=False,
+            optimizer="adamw-fused",
+            optimizer_as_run="torch.optim.AdamW (torch 1.13: single-tensor loop)",
+        ),
+        oom_on_bytes=A100_80GB,
+    ),
 ]
 
 
 # --------------------------------------------------------------------------
 # From a row's setup to a neurarch-trace command line, with today's options.
 # --------------------------------------------------------------------------
+
 
 def cli_help() -> str:
     out = subprocess.run([sys.executable, "-m", "neurarch.cli", "--help"], capture_output=True, text=True, timeout=120, check=False)
@@ -256,8 +385,23 @@ def cli_help() -> str:
 def command(row: Row, help_text: str) -> tuple[list[str], list[str]]:
     """The neurarch-trace arguments for ``row`` and the setup parts they cannot express (fallbacks)."""
     s = row.setup
-    args = [str(CONFIGS / f"{s.config}.json"), "--plan", "--modes", s.mode, "--batch", str(s.batch), "--seq-len", str(s.seq),
-            "--precision", s.precision, "--no-verify", "--format", "json", "--timeout", "3000"]
+    args = [
+        str(CONFIGS / f"{s.config}.json"),
+        "--plan",
+        "--modes",
+        s.mode,
+        "--batch",
+        str(s.batch),
+        "--seq-len",
+        str(s.seq),
+        "--precision",
+        s.precision,
+        "--no-verify",
+        "--format",
+        "json",
+        "--timeout",
+        "3000",
+    ]
     missing: list[str] = []
 
     def has(flag: str) -> bool:
@@ -266,8 +410,7 @@ def command(row: Row, help_text: str) -> tuple[list[str], list[str]]:
     optimizer = s.optimizer
     if not has(optimizer):
         fallback = "adamw" if optimizer.startswith("adamw") else optimizer
-        missing.append(f"--optimizer {optimizer} (ran {fallback}: multi-tensor foreach AdamW, which keeps scratch the "
-                       f"source's {s.optimizer_as_run} did not)")
+        missing.append(f"--optimizer {optimizer} (ran {fallback}: multi-tensor foreach AdamW, which keeps scratch the source's {s.optimizer_as_run} did not)")
         optimizer = fallback
     args += ["--optimizer", optimizer]
     if s.grad_checkpointing:
@@ -313,18 +456,17 @@ def not_expressible(row: Row) -> list[str]:
     s = row.setup
     out = []
     if not s.zero_grad_to_none:
-        out.append("gradients kept between steps (torch 1.x zero_grad() without set_to_none): neurarch frees them "
-                   "(torch 2's default), so its peak misses up to one gradient copy of the trainable weights")
+        out.append(
+            "gradients kept between steps (torch 1.x zero_grad() without set_to_none): neurarch frees them (torch 2's default), so its peak misses up to one gradient copy of the trainable weights"
+        )
     return out
 
 
 def git_commit() -> str:
     """The commit the package ran from, with "+uncommitted" when src/ differs from it."""
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=30, check=False).stdout.strip() or "unknown"
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"], capture_output=True, text=True,
-                               timeout=30, check=False).stdout.strip()
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30, check=False).stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"], capture_output=True, text=True, timeout=30, check=False).stdout.strip()
         return head + ("+uncommitted" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -369,6 +511,7 @@ def run_row(row: Row, args: list[str], timeout_s: int) -> dict:
 # express yet (the decoder's length, an untied head).  They explain a miss;
 # they are not the row's figure.
 # --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class WhatIf:
@@ -415,17 +558,34 @@ def run_what_if(w: WhatIf) -> dict:
         if not any(t.name in names for t in plan.tensors):
             raise RuntimeError(f"{w.id}: the input plan has no decoder tokens")
         plan.tensors = [dataclasses.replace(t, shape=(t.shape[0], w.decoder_seq)) if t.name in names else t for t in plan.tensors]
-    mm = estimate(built, plan, s.mode, precision=s.precision, optimizer=s.optimizer, grad_checkpointing=s.grad_checkpointing,
-                  lora_rank=s.lora_rank or 16, lora_targets=tuple(s.lora_targets.split(",")) if s.lora_targets else None,
-                  lora_dropout=s.lora_dropout or 0.0, attn_implementation=s.attention)
-    return {"peak_tensor_bytes": mm.peak_tensor_bytes, "peak_bytes": mm.peak_bytes, "overhead_bytes": mm.breakdown.overhead,
-            "breakdown": mm.breakdown.model_dump(), "phase": mm.phase, "module": mm.module, "seconds": round(time.time() - t0, 1),
-            "parameters": sum(p.numel() for p in model.parameters())}
+    mm = estimate(
+        built,
+        plan,
+        s.mode,
+        precision=s.precision,
+        optimizer=s.optimizer,
+        grad_checkpointing=s.grad_checkpointing,
+        lora_rank=s.lora_rank or 16,
+        lora_targets=tuple(s.lora_targets.split(",")) if s.lora_targets else None,
+        lora_dropout=s.lora_dropout or 0.0,
+        attn_implementation=s.attention,
+    )
+    return {
+        "peak_tensor_bytes": mm.peak_tensor_bytes,
+        "peak_bytes": mm.peak_bytes,
+        "overhead_bytes": mm.breakdown.overhead,
+        "breakdown": mm.breakdown.model_dump(),
+        "phase": mm.phase,
+        "module": mm.module,
+        "seconds": round(time.time() - t0, 1),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
 
 
 # --------------------------------------------------------------------------
 # Our matching figure and the error.
 # --------------------------------------------------------------------------
+
 
 def ours(row: Row, est: dict) -> int:
     """The figure of ours that measures what the source measured."""
@@ -463,6 +623,7 @@ def error(row: Row, est: dict) -> float | None:
 # The document.
 # --------------------------------------------------------------------------
 
+
 def fmt_gb(n: int | None) -> str:
     return "—" if n is None else f"{n / 1e9:,.2f} GB"
 
@@ -472,9 +633,14 @@ def fmt_pct(x: float | None) -> str:
 
 
 def setup_text(s: Setup) -> str:
-    bits = [s.mode, f"batch {s.batch}" + (f" (x{s.grad_accumulation} accumulation)" if s.grad_accumulation > 1 else ""),
-            f"seq {s.seq}" + (f" / decoder {s.decoder_seq}" if s.decoder_seq else ""), s.precision, s.optimizer_as_run,
-            f"{s.attention} attention"]
+    bits = [
+        s.mode,
+        f"batch {s.batch}" + (f" (x{s.grad_accumulation} accumulation)" if s.grad_accumulation > 1 else ""),
+        f"seq {s.seq}" + (f" / decoder {s.decoder_seq}" if s.decoder_seq else ""),
+        s.precision,
+        s.optimizer_as_run,
+        f"{s.attention} attention",
+    ]
     if s.grad_checkpointing:
         bits.append("gradient checkpointing")
     if s.task:
@@ -495,29 +661,35 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
     commits = {v.get("commit") for k, v in results.items() if not k.startswith("_") and v.get("commit")}
     add("# Published GPU measurements beside neurarch's")
     add("")
-    add("Public pages that report the GPU memory of a training run, reproduced with neurarch's memory simulator "
+    add(
+        "Public pages that report the GPU memory of a training run, reproduced with neurarch's memory simulator "
         "(fake tensors, CUDA kernel semantics, no weights read). Each row gives the source, the figure it quotes, "
-        "what that figure measured, our figure for the same quantity, and the error (ours - quoted) / quoted.")
+        "what that figure measured, our figure for the same quantity, and the error (ours - quoted) / quoted."
+    )
     add("")
-    add("**The CUDA side of neurarch is otherwise unmeasured here**: this workplace has no GPU, so these published "
+    add(
+        "**The CUDA side of neurarch is otherwise unmeasured here**: this workplace has no GPU, so these published "
         "figures are the only GPU measurements in this comparison; the simulator's own accuracy suite "
-        "(docs/accuracy.md) measures real CPU steps.")
+        "(docs/accuracy.md) measures real CPU steps."
+    )
     add("")
-    add(f"Regenerate: `nice -n 10 python benchmarks/published.py` (estimates cached in `benchmarks/published/estimates.json`; "
+    add(
+        f"Regenerate: `nice -n 10 python benchmarks/published.py` (estimates cached in `benchmarks/published/estimates.json`; "
         f"`--recompute` runs everything again, `--doc-only` only rewrites this page). Last run: neurarch "
         f"{env.get('commit', '?')} ({', '.join(sorted(commits)) or '?'} for the rows below; each row's commit is in the cache), "
-        f"{env.get('python', '')}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}, {env.get('date', '')}.")
+        f"{env.get('python', '')}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}, {env.get('date', '')}."
+    )
     add("")
     add("How our figure is matched to the source's:")
     add("")
-    add("* `max_memory_allocated` rows: ours is `memory.<mode>.peak_tensor_bytes` (the caching allocator rounds each block "
-        "to 512 bytes on top, under 0.1 % here).")
-    add("* `nvidia-smi` rows (pynvml `memory.used`): ours is the simulated peak of rounded blocks, plus two cuBLAS workspaces "
+    add("* `max_memory_allocated` rows: ours is `memory.<mode>.peak_tensor_bytes` (the caching allocator rounds each block to 512 bytes on top, under 0.1 % here).")
+    add(
+        "* `nvidia-smi` rows (pynvml `memory.used`): ours is the simulated peak of rounded blocks, plus two cuBLAS workspaces "
         "of the source's card, plus the CUDA context **the source printed** (it replaces neurarch's own lazy-loading context "
         "of 287 MB). nvidia-smi also counts blocks the caching allocator keeps reserved but free (fragmentation), which "
-        "neurarch does not simulate: these rows are expected to come out low by that much.")
-    add("* The quoted figure is converted to bytes in the source's unit: `MB` printed as `used // 1024**2` is MiB; the peft "
-        "README's `GB` is read as 1000 MiB (its scripts print MiB).")
+        "neurarch does not simulate: these rows are expected to come out low by that much."
+    )
+    add("* The quoted figure is converted to bytes in the source's unit: `MB` printed as `used // 1024**2` is MiB; the peft README's `GB` is read as 1000 MiB (its scripts print MiB).")
     add("")
 
     comparable = []  # (row, err, exact)
@@ -544,8 +716,11 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
             our = ours(r, est)
             how = "yes" if not missing else "no: " + "; ".join(m.split(" (")[0] for m in missing) + " missing"
             if r.quoted is None:
-                verdict = (f"OOM agrees (ours {our / 2**30:,.1f} GiB > {r.oom_on_bytes / 2**30:.0f} GiB)" if our > r.oom_on_bytes
-                           else f"ours {our / 2**30:,.1f} GiB fits {r.oom_on_bytes / 2**30:.0f} GiB: disagrees")
+                verdict = (
+                    f"OOM agrees (ours {our / 2**30:,.1f} GiB > {r.oom_on_bytes / 2**30:.0f} GiB)"
+                    if our > r.oom_on_bytes
+                    else f"ours {our / 2**30:,.1f} GiB fits {r.oom_on_bytes / 2**30:.0f} GiB: disagrees"
+                )
                 add(f"| {r.id} | {r.label} | {r.quoted_text} | — | {fmt_gb(our)} | {verdict} | — | {how} |")
                 continue
             err = error(r, est)
@@ -571,18 +746,22 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
             est = entry.get("estimate") or {}
             if est and "error" not in est:
                 b = est["breakdown"]
-                add(f"  Ours at the peak ({est['phase']}, {est['module']}): weights {fmt_gb(b.get('weights'))}, gradients "
+                add(
+                    f"  Ours at the peak ({est['phase']}, {est['module']}): weights {fmt_gb(b.get('weights'))}, gradients "
                     f"{fmt_gb(b.get('gradients'))}, optimizer {fmt_gb(b.get('optimizer'))}, activations {fmt_gb(b.get('activations'))}, "
                     f"temporary {fmt_gb(b.get('temporary'))}; {est['parameters']:,} parameters ({est['trainable_parameters']:,} "
-                    f"trained); simulated in {est['seconds']:.0f} s.")
+                    f"trained); simulated in {est['seconds']:.0f} s."
+                )
         add("")
 
     what = results.get("_what_ifs", {})
     if what:
         add("## What-ifs: setup parts the CLI cannot express yet")
         add("")
-        add("The same rows simulated through neurarch's library (`build_from_config`, `plan_inputs`, `plan.memory.estimate`) "
-            "with one setup part changed to what the source ran. They explain a miss; they are not the rows' figures above.")
+        add(
+            "The same rows simulated through neurarch's library (`build_from_config`, `plan_inputs`, `plan.memory.estimate`) "
+            "with one setup part changed to what the source ran. They explain a miss; they are not the rows' figures above."
+        )
         add("")
         add("| what-if | row | changed | quoted (bytes) | ours | error | peak at |")
         add("|---|---|---|---:|---:|---:|---|")
@@ -595,8 +774,7 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
                 add(f"| {w.id} | {w.row} | {w.says} | — | failed: {res['error'][:160]} | — | — |")
                 continue
             our, q = ours(r, res), quoted_bytes(r)
-            add(f"| {w.id} | {w.row} | {w.says} | {q:,} | {our:,} | {fmt_pct((our - q) / q)} | {res['phase']}, "
-                f"{res['module']}; {res['parameters']:,} parameters |")
+            add(f"| {w.id} | {w.row} | {w.says} | {q:,} | {our:,} | {fmt_pct((our - q) / q)} | {res['phase']}, {res['module']}; {res['parameters']:,} parameters |")
         add("")
 
     add("## Summary")
@@ -606,9 +784,11 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
         exact = [e for r, e, ok in comparable if ok and SOURCES[r.source].measured == measured]
         allm = median_abs([e for _, e in rows_m])
         exm = median_abs(exact)
-        add(f"* **{measured}** rows (target: median |error| <= {target * 100:.0f} %): {len(rows_m)} rows, median |error| "
+        add(
+            f"* **{measured}** rows (target: median |error| <= {target * 100:.0f} %): {len(rows_m)} rows, median |error| "
             f"{'—' if allm is None else f'{allm * 100:.1f} %'} ({len(exact)} of them ran with every CLI option their setup needs, "
-            f"median |error| {'—' if exm is None else f'{exm * 100:.1f} %'}; the parts no option expresses are listed per row).")
+            f"median |error| {'—' if exm is None else f'{exm * 100:.1f} %'}; the parts no option expresses are listed per row)."
+        )
         # the same rows with each what-if's figure in place of the CLI's (the last what-if of a row wins)
         swapped = {}
         for w in WHAT_IFS:
@@ -618,8 +798,7 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
                 swapped[w.row] = (ours(r, res) - quoted_bytes(r)) / quoted_bytes(r)
         if any(r.id in swapped for r, _ in rows_m):
             med = median_abs([swapped.get(r.id, e) for r, e in rows_m])
-            add(f"  With the what-ifs' figures in place of the CLI's for {', '.join(r.id for r, _ in rows_m if r.id in swapped)}: "
-                f"median |error| {med * 100:.1f} %.")
+            add(f"  With the what-ifs' figures in place of the CLI's for {', '.join(r.id for r, _ in rows_m if r.id in swapped)}: median |error| {med * 100:.1f} %.")
     ooms = [(r, results.get(r.id, {}).get("estimate")) for r in ROWS if r.quoted is None]
     agree = sum(1 for r, est in ooms if est and "error" not in est and ours(r, est) > r.oom_on_bytes)
     add(f"* Runs the source reports out of memory: ours agrees on {agree} of {len(ooms)}.")
@@ -635,12 +814,12 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
 
 # --------------------------------------------------------------------------
 
+
 def environment() -> dict:
     import torch
     import transformers
 
-    return {"commit": git_commit(), "python": f"Python {platform.python_version()}", "torch": torch.__version__,
-            "transformers": transformers.__version__, "date": _dt.date.today().isoformat()}
+    return {"commit": git_commit(), "python": f"Python {platform.python_version()}", "torch": torch.__version__, "transformers": transformers.__version__, "date": _dt.date.today().isoformat()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -674,9 +853,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{row.id}] neurarch-trace {' '.join(argv_row)}", file=sys.stderr, flush=True)
             est = run_row(row, argv_row, args.timeout)
             print(f"[{row.id}] {'error: ' + est['error'] if 'error' in est else 'ok'} ({est['seconds']} s)", file=sys.stderr, flush=True)
-            cache[row.id] = {"command": [a.replace(str(CONFIGS), "{configs}") for a in argv_row], "missing": missing,
-                             "commit": env["commit"], "ran": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                             "estimate": est}
+            cache[row.id] = {
+                "command": [a.replace(str(CONFIGS), "{configs}") for a in argv_row],
+                "missing": missing,
+                "commit": env["commit"],
+                "ran": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "estimate": est,
+            }
             cache["_env"] = env
             CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
     if not args.doc_only and not args.no_what_ifs:
@@ -694,8 +877,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{w.id}] {'error: ' + res['error'] if 'error' in res else 'ok'}", file=sys.stderr, flush=True)
             cache["_what_ifs"][w.id] = res
             CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
-    view = {k: ({**v, "command": [a.replace("{configs}", str(CONFIGS)) for a in v.get("command", [])]} if not k.startswith("_") else v)
-            for k, v in cache.items()}
+    view = {k: ({**v, "command": [a.replace("{configs}", str(CONFIGS)) for a in v.get("command", [])]} if not k.startswith("_") else v) for k, v in cache.items()}
     write_doc(view, help_text, args.out)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

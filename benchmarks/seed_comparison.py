@@ -51,9 +51,15 @@ START, END = "<!-- seed_comparison.py: start -->", "<!-- seed_comparison.py: end
 
 # The seed's published figures (GB as it prints them).
 SEED = {
-    "resnet_full_gb": 0.56, "resnet_t4": 193, "resnet_h200": 1760,
-    "dino_full_gb": 0.69, "dino_lora_gb": 0.33, "dino_t4_full": 51, "dino_t4_lora": 52,
-    "oom_flagged": 113, "oom_jobs": 131,
+    "resnet_full_gb": 0.56,
+    "resnet_t4": 193,
+    "resnet_h200": 1760,
+    "dino_full_gb": 0.69,
+    "dino_lora_gb": 0.33,
+    "dino_t4_full": 51,
+    "dino_t4_lora": 52,
+    "oom_flagged": 113,
+    "oom_jobs": 131,
 }
 SEED_BYTES_PER_PARAM = 1.2 * 16  # fp32 weights 4 + gradients 4 + AdamW 8, times 1.2
 SEED_HEADROOM = 1.15
@@ -141,17 +147,14 @@ def render(d: dict) -> str:
 
     def meas_cell(model, mode):
         m = meas(model, mode)
-        return (f"{gb(m['measured_peak_bytes'])} (estimate with CPU semantics {gb(m['estimated_peak_tensor_bytes'])}, "
-                f"{m['error_pct']:+.2f}%)")
+        return f"{gb(m['measured_peak_bytes'])} (estimate with CPU semantics {gb(m['estimated_peak_tensor_bytes'])}, {m['error_pct']:+.2f}%)"
 
     def batch_cell(model, name, mode):
         c, s = card[(model, name)], card[(model, SEED_CARD[name])]
-        return (f"{s['max_batch'][mode]} on the seed's {s['memory_bytes'] / GB:g} GB; "
-                f"{c['max_batch'][mode]} on the {c['memory_bytes'] / 2**30:.2f} GiB PyTorch reports")
+        return f"{s['max_batch'][mode]} on the seed's {s['memory_bytes'] / GB:g} GB; {c['max_batch'][mode]} on the {c['memory_bytes'] / 2**30:.2f} GiB PyTorch reports"
 
     def per_sample(model, mode):
-        return (f"per extra sample: measured {slope(model, mode, 'measured_peak_bytes') / 1e6:.0f} MB, "
-                f"CPU estimate {slope(model, mode, 'estimated_peak_tensor_bytes') / 1e6:.0f} MB")
+        return f"per extra sample: measured {slope(model, mode, 'measured_peak_bytes') / 1e6:.0f} MB, CPU estimate {slope(model, mode, 'estimated_peak_tensor_bytes') / 1e6:.0f} MB"
 
     SEED_CARD = {"T4": "seed-T4", "H200-141GB": "seed-H200"}
     # The seed's activations per sample, implied by its batch-1 figure minus its static bytes
@@ -166,65 +169,96 @@ def render(d: dict) -> str:
     # ResNet-50, full, batch 1
     rf = mem(rp, "full")
     seed_static = SEED_BYTES_PER_PARAM * rp["params"]
-    rows.append([
-        "resnet-50 full fine-tune, batch 1", f"{SEED['resnet_full_gb']} GB", est_cell(rp, "full"), meas_cell(r, "full"),
-        f"The seed is {pct(SEED['resnet_full_gb'] * GB, rf['peak_tensor_bytes'])} against our tensor peak and "
-        f"{pct(SEED['resnet_full_gb'] * GB, rf['peak_bytes'])} against what the card must hold: it has no CUDA context or "
-        f"cuBLAS workspaces ({gb(rf['breakdown']['overhead'])} here). Its static part, {gb(seed_static)} "
-        f"(19.2 B/param), is close to ours at the peak (weights, gradients, AdamW state and the multi-tensor AdamW's "
-        f"temporaries: {gb(rf['peak_tensor_bytes'] - rf['breakdown']['activations'])}); at batch 1 the peak is in "
-        f"the {rf['phase']} phase, where little activation memory is alive.",
-    ])
+    rows.append(
+        [
+            "resnet-50 full fine-tune, batch 1",
+            f"{SEED['resnet_full_gb']} GB",
+            est_cell(rp, "full"),
+            meas_cell(r, "full"),
+            f"The seed is {pct(SEED['resnet_full_gb'] * GB, rf['peak_tensor_bytes'])} against our tensor peak and "
+            f"{pct(SEED['resnet_full_gb'] * GB, rf['peak_bytes'])} against what the card must hold: it has no CUDA context or "
+            f"cuBLAS workspaces ({gb(rf['breakdown']['overhead'])} here). Its static part, {gb(seed_static)} "
+            f"(19.2 B/param), is close to ours at the peak (weights, gradients, AdamW state and the multi-tensor AdamW's "
+            f"temporaries: {gb(rf['peak_tensor_bytes'] - rf['breakdown']['activations'])}); at batch 1 the peak is in "
+            f"the {rf['phase']} phase, where little activation memory is alive.",
+        ]
+    )
     for name, seed_b in (("T4", SEED["resnet_t4"]), ("H200-141GB", SEED["resnet_h200"])):
         ours = card[(r, SEED_CARD[name])]["max_batch"]["full"]
-        rows.append([
-            f"resnet-50 full, largest batch on {name.split('-')[0]}", str(seed_b), batch_cell(r, name, "full"),
-            "no GPU here; " + per_sample(r, "full"),
-            f"On the seed's own card size the seed is {pct(seed_b, ours)} against ours: safe, but a third smaller than "
-            f"what fits. Its batch rests on {seed_act['resnet'] / 1e6:.0f} MB of activations per sample (derived "
-            f"below); a real step grows by {slope(r, 'full', 'measured_peak_bytes') / 1e6:.0f} MB per sample.",
-        ])
+        rows.append(
+            [
+                f"resnet-50 full, largest batch on {name.split('-')[0]}",
+                str(seed_b),
+                batch_cell(r, name, "full"),
+                "no GPU here; " + per_sample(r, "full"),
+                f"On the seed's own card size the seed is {pct(seed_b, ours)} against ours: safe, but a third smaller than "
+                f"what fits. Its batch rests on {seed_act['resnet'] / 1e6:.0f} MB of activations per sample (derived "
+                f"below); a real step grows by {slope(r, 'full', 'measured_peak_bytes') / 1e6:.0f} MB per sample.",
+            ]
+        )
     rl = mem(rp, "lora")
-    rows.append([
-        "resnet-50 LoRA, batch 1", "not sized", est_cell(rp, "lora") + f"; T4 batch {card[(r, 'T4')]['max_batch']['lora']}",
-        meas_cell(r, "lora"),
-        "By its own rule (every linear layer but the head) the seed is consistent: ResNet-50's only linear layer is the "
-        "head. But peft's LoRA adapts Conv2d too, and neurarch puts rank 16 on every convolution for CNNs "
-        f"({rl['trainable_parameters']:,} trainable parameters), so the mode is sized rather than dropped. The measured "
-        f"{meas(r, 'lora')['error_pct']:+.1f}% is oneDNN's CPU-only convolution scratch (measure runs with CPU defaults; "
-        f"see the oneDNN table above).",
-    ])
+    rows.append(
+        [
+            "resnet-50 LoRA, batch 1",
+            "not sized",
+            est_cell(rp, "lora") + f"; T4 batch {card[(r, 'T4')]['max_batch']['lora']}",
+            meas_cell(r, "lora"),
+            "By its own rule (every linear layer but the head) the seed is consistent: ResNet-50's only linear layer is the "
+            "head. But peft's LoRA adapts Conv2d too, and neurarch puts rank 16 on every convolution for CNNs "
+            f"({rl['trainable_parameters']:,} trainable parameters), so the mode is sized rather than dropped. The measured "
+            f"{meas(r, 'lora')['error_pct']:+.1f}% is oneDNN's CPU-only convolution scratch (measure runs with CPU defaults; "
+            f"see the oneDNN table above).",
+        ]
+    )
     df, dl = mem(dp, "full"), mem(dp, "lora")
-    rows.append([
-        "dinov2-small 518 px full fine-tune, batch 1", f"{SEED['dino_full_gb']} GB", est_cell(dp, "full"), meas_cell(dn, "full"),
-        f"The seed is {pct(SEED['dino_full_gb'] * GB, df['peak_tensor_bytes'])} against our tensor peak and "
-        f"{pct(SEED['dino_full_gb'] * GB, df['peak_bytes'])} against the card need. It puts gradients on top of the "
-        f"activations; the real peak is early in backward, where most gradients do not exist yet, while the saved "
-        f"activations ({gb(df['breakdown']['activations'])}) are larger than the seed's {gb(seed_act['dino_full'])}.",
-    ])
-    rows.append([
-        "dinov2-small 518 px LoRA, batch 1", f"{SEED['dino_lora_gb']} GB", est_cell(dp, "lora"), meas_cell(dn, "lora"),
-        f"The seed is {pct(SEED['dino_lora_gb'] * GB, dl['peak_tensor_bytes'])} against our tensor peak (CUDA semantics) and "
-        f"{pct(SEED['dino_lora_gb'] * GB, dl['peak_bytes'])} against the card need: close on tensors, short by the fixed "
-        f"CUDA overhead. The measurement checks the CPU-semantics estimate, which differs from the CUDA one "
-        f"({gb(meas(dn, 'lora')['estimated_peak_tensor_bytes'])} vs {gb(dl['peak_tensor_bytes'])}: other kernels and "
-        f"autocast lists); the CUDA figure is not measured here.",
-    ])
+    rows.append(
+        [
+            "dinov2-small 518 px full fine-tune, batch 1",
+            f"{SEED['dino_full_gb']} GB",
+            est_cell(dp, "full"),
+            meas_cell(dn, "full"),
+            f"The seed is {pct(SEED['dino_full_gb'] * GB, df['peak_tensor_bytes'])} against our tensor peak and "
+            f"{pct(SEED['dino_full_gb'] * GB, df['peak_bytes'])} against the card need. It puts gradients on top of the "
+            f"activations; the real peak is early in backward, where most gradients do not exist yet, while the saved "
+            f"activations ({gb(df['breakdown']['activations'])}) are larger than the seed's {gb(seed_act['dino_full'])}.",
+        ]
+    )
+    rows.append(
+        [
+            "dinov2-small 518 px LoRA, batch 1",
+            f"{SEED['dino_lora_gb']} GB",
+            est_cell(dp, "lora"),
+            meas_cell(dn, "lora"),
+            f"The seed is {pct(SEED['dino_lora_gb'] * GB, dl['peak_tensor_bytes'])} against our tensor peak (CUDA semantics) and "
+            f"{pct(SEED['dino_lora_gb'] * GB, dl['peak_bytes'])} against the card need: close on tensors, short by the fixed "
+            f"CUDA overhead. The measurement checks the CPU-semantics estimate, which differs from the CUDA one "
+            f"({gb(meas(dn, 'lora')['estimated_peak_tensor_bytes'])} vs {gb(dl['peak_tensor_bytes'])}: other kernels and "
+            f"autocast lists); the CUDA figure is not measured here.",
+        ]
+    )
     for mode, seed_b in (("full", SEED["dino_t4_full"]), ("lora", SEED["dino_t4_lora"])):
         ours = card[(dn, "seed-T4")]["max_batch"][mode]
-        rows.append([
-            f"dinov2-small 518 px {mode}, largest batch on T4", str(seed_b), batch_cell(dn, "T4", mode),
-            "no GPU here; " + per_sample(dn, mode),
-            f"On the seed's own card size the seed is {pct(seed_b, ours)} against ours: batch {seed_b} does not fit by our "
-            f"simulation (not checked on a GPU here), so the seed's batch risks running out of memory. It leaves out the CUDA overhead "
-            f"({gb(mem(dp, mode)['breakdown']['overhead'])}) and takes {seed_act['dino_' + mode] / 1e6:.0f} MB per sample "
-            f"where a real (CPU) step grows by {slope(dn, mode, 'measured_peak_bytes') / 1e6:.0f} MB.",
-        ])
-    rows.append([
-        "out-of-memory jobs flagged", f"{SEED['oom_flagged']} of {SEED['oom_jobs']} (18 said to fit)", "not run",
-        "not measurable here",
-        "Not reproducible: the 131 jobs are not published and this machine has no GPU. No claim either way.",
-    ])
+        rows.append(
+            [
+                f"dinov2-small 518 px {mode}, largest batch on T4",
+                str(seed_b),
+                batch_cell(dn, "T4", mode),
+                "no GPU here; " + per_sample(dn, mode),
+                f"On the seed's own card size the seed is {pct(seed_b, ours)} against ours: batch {seed_b} does not fit by our "
+                f"simulation (not checked on a GPU here), so the seed's batch risks running out of memory. It leaves out the CUDA overhead "
+                f"({gb(mem(dp, mode)['breakdown']['overhead'])}) and takes {seed_act['dino_' + mode] / 1e6:.0f} MB per sample "
+                f"where a real (CPU) step grows by {slope(dn, mode, 'measured_peak_bytes') / 1e6:.0f} MB.",
+            ]
+        )
+    rows.append(
+        [
+            "out-of-memory jobs flagged",
+            f"{SEED['oom_flagged']} of {SEED['oom_jobs']} (18 said to fit)",
+            "not run",
+            "not measurable here",
+            "Not reproducible: the 131 jobs are not published and this machine has no GPU. No claim either way.",
+        ]
+    )
 
     out = ["| figure | seed | neurarch estimate | measured (CPU, real step) | verdict |", "|---|---|---|---|---|"]
     out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]

@@ -43,7 +43,6 @@ import os
 import platform
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,8 +51,16 @@ from pathlib import Path
 
 import httpx
 
-TINY_BERT = {"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": 32, "num_hidden_layers": 2,
-             "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 100, "max_position_embeddings": 64}
+TINY_BERT = {
+    "model_type": "bert",
+    "architectures": ["BertForMaskedLM"],
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "vocab_size": 100,
+    "max_position_embeddings": 64,
+}
 PAGE = "/models/microsoft/resnet-50?modes=full"
 
 
@@ -177,8 +184,14 @@ async def load(args, clients: int, per_client: int, make_request, deadline_s: fl
     wall = time.perf_counter() - t0
     out: dict = {}
     for kind, values in lat.items():
-        out[kind] = {"requests": len(values), "p50_ms": round(pct(values, 50), 1), "p99_ms": round(pct(values, 99), 1),
-                     "max_ms": round(max(values), 1), "rps": round(len(values) / wall, 1), "statuses": statuses[kind]}
+        out[kind] = {
+            "requests": len(values),
+            "p50_ms": round(pct(values, 50), 1),
+            "p99_ms": round(pct(values, 99), 1),
+            "max_ms": round(max(values), 1),
+            "rps": round(len(values) / wall, 1),
+            "statuses": statuses[kind],
+        }
         ok = (allowed or {}).get(kind, (200,))
         out[kind]["errors"] = sum(n for code, n in statuses[kind].items() if code not in ok and code not in (429, 504))
     if len(out) == 1:
@@ -228,13 +241,35 @@ async def run(args) -> dict:
     args.base = base = f"http://127.0.0.1:{port}"
     env = dict(os.environ, NEURARCH_CACHE_DIR=str(tmp), HF_HUB_OFFLINE="1")
     log = open(tmp / "serve.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "neurarch.cli", "serve", "--port", str(port), "--db", f"sqlite:///{tmp}/n.db",
-                               "--workers", str(args.workers), "--queue", str(args.queue), "--offline",
-                               "--request-timeout", str(args.plan_timeout)],
-                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    out: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start, "
-                            f"Python {platform.python_version()}",
-                 "clients": args.clients, "client": args.client, "workers": args.workers}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "neurarch.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            f"sqlite:///{tmp}/n.db",
+            "--workers",
+            str(args.workers),
+            "--queue",
+            str(args.queue),
+            "--offline",
+            "--request-timeout",
+            str(args.plan_timeout),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    out: dict = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start, Python {platform.python_version()}",
+        "clients": args.clients,
+        "client": args.client,
+        "workers": args.workers,
+    }
     out["http"] = "httptools" if _importable("httptools") else "h11"  # what uvicorn's "auto" picks
     out["loop"] = "uvloop" if _importable("uvloop") else "asyncio"
     try:

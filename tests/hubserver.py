@@ -92,8 +92,7 @@ class FakeHub:
         self._thread: threading.Thread | None = None
 
     # -- building repos
-    def add_commit(self, repo_id: str, files: dict[str, bytes], refs: tuple[str, ...] = ("main",), gated=False,
-                   date: str | None = None, title: str = "", salt: str = "") -> str:
+    def add_commit(self, repo_id: str, files: dict[str, bytes], refs: tuple[str, ...] = ("main",), gated=False, date: str | None = None, title: str = "", salt: str = "") -> str:
         """Add a commit holding ``files``; point ``refs`` at it; return its sha."""
         repo = self.repos.setdefault(repo_id, Repo())
         repo.gated = repo.gated or gated
@@ -299,8 +298,9 @@ def _api_reply(handler: "_Handler", m: re.Match, send_body: bool) -> None:
         for name, content in sorted(repo.commits[shas[0]].items()):
             if name.endswith(LFS_SUFFIXES):
                 ptr = lfs_pointer(content)
-                entries.append({"type": "file", "oid": git_blob_id(ptr), "size": len(content), "path": name,
-                                "lfs": {"oid": hashlib.sha256(content).hexdigest(), "size": len(content), "pointerSize": len(ptr)}})
+                entries.append(
+                    {"type": "file", "oid": git_blob_id(ptr), "size": len(content), "path": name, "lfs": {"oid": hashlib.sha256(content).hexdigest(), "size": len(content), "pointerSize": len(ptr)}}
+                )
             else:
                 entries.append({"type": "file", "oid": git_blob_id(content), "size": len(content), "path": name})
         body = json.dumps(entries).encode()

@@ -127,14 +127,12 @@ def violations(src: Path = SRC) -> list[str]:
             else:
                 ok = STAGES[there] <= STAGES[stage]
             if not ok:
-                found.append(f"{path.relative_to(src.parent)}:{line}: {here} ({stage}, stage {STAGES[stage]}) imports "
-                             f"{target} ({there}, stage {STAGES[there]})")
+                found.append(f"{path.relative_to(src.parent)}:{line}: {here} ({stage}, stage {STAGES[stage]}) imports {target} ({there}, stage {STAGES[there]})")
     return found
 
 
 def test_every_package_has_a_stage():
-    top = {p.stem if p.is_file() else p.name for p in SRC.iterdir()
-           if (p.is_file() and p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()}
+    top = {p.stem if p.is_file() else p.name for p in SRC.iterdir() if (p.is_file() and p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()}
     missing = sorted(t for t in top if f"neurarch.{t}" not in STAGES)
     assert not missing, f"modules with no stage in the table (add them to STAGES and docs/architecture.md): {missing}"
 

@@ -18,21 +18,51 @@ from neurarch.errors import LimitError
 from neurarch.pipeline import PlanOptions
 
 LLAMA_405B = {  # meta-llama/Llama-3.1-405B config.json, structural fields
-    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 16384, "intermediate_size": 53248,
-    "num_hidden_layers": 126, "num_attention_heads": 128, "num_key_value_heads": 8, "vocab_size": 128256,
-    "max_position_embeddings": 131072, "tie_word_embeddings": False,
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 16384,
+    "intermediate_size": 53248,
+    "num_hidden_layers": 126,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
 }
 DEEPSEEK_V3 = {  # deepseek-ai/DeepSeek-V3 config.json, structural fields
-    "model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "vocab_size": 129280,
-    "moe_intermediate_size": 2048, "num_hidden_layers": 61, "first_k_dense_replace": 3, "num_attention_heads": 128,
-    "num_key_value_heads": 128, "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1,
-    "kv_lora_rank": 512, "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 18432, "qk_nope_head_dim": 128,
-    "q_lora_rank": 1536, "max_position_embeddings": 163840, "num_nextn_predict_layers": 1, "tie_word_embeddings": False,
-    "n_group": 8, "topk_group": 4,
+    "model_type": "deepseek_v3",
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "hidden_size": 7168,
+    "vocab_size": 129280,
+    "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61,
+    "first_k_dense_replace": 3,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "n_routed_experts": 256,
+    "num_experts_per_tok": 8,
+    "n_shared_experts": 1,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "intermediate_size": 18432,
+    "qk_nope_head_dim": 128,
+    "q_lora_rank": 1536,
+    "max_position_embeddings": 163840,
+    "num_nextn_predict_layers": 1,
+    "tie_word_embeddings": False,
+    "n_group": 8,
+    "topk_group": 4,
 }
 TINY = {
-    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 256,
 }
 
 
@@ -139,8 +169,15 @@ def test_an_option_past_its_own_bound_is_refused_before_anything_is_built(capsys
 
 
 VIT_TINY = {  # a 2-layer ViT with 8 px patches: a 16,384 px image is (16,384 / 8)^2 = 4,194,304 patches
-    "model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": 64, "intermediate_size": 128,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 224, "patch_size": 8, "num_channels": 3,
+    "model_type": "vit",
+    "architectures": ["ViTForImageClassification"],
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "image_size": 224,
+    "patch_size": 8,
+    "num_channels": 3,
 }
 
 
@@ -166,9 +203,16 @@ def test_eager_attention_scores_of_a_large_image(batch, refused):
 def test_the_step_bound_counts_every_layer():
     # 8 x 4,194,304 tokens (2^25) of 2^21-wide hidden states: the largest tensor is 4 x 2^25 x 2^21 = 2^48 bytes
     # (within 2^50); over 512 layers the step holds 4 x 2^25 x 2^21 x 512 = 2^57 bytes > 2^56; over 256 layers 2^56 (at the bound).
-    w = limits.Work((limits.Stream("input_ids", 8, 2**22, "tokens"),), ("--batch 8", "--seq-len 4,194,304"),
-                    width=2**21, width_field="hidden_size", hidden=2**21, hidden_field="hidden_size", layers=512,
-                    layers_field="num_hidden_layers")
+    w = limits.Work(
+        (limits.Stream("input_ids", 8, 2**22, "tokens"),),
+        ("--batch 8", "--seq-len 4,194,304"),
+        width=2**21,
+        width_field="hidden_size",
+        hidden=2**21,
+        hidden_field="hidden_size",
+        layers=512,
+        layers_field="num_hidden_layers",
+    )
     assert w.largest()[0] == 2**48 and w.step_bytes() == 2**57
     with pytest.raises(LimitError) as e:
         limits.check_work(w)
@@ -226,8 +270,7 @@ def test_attention_scores_are_not_counted_over_raw_pixels():
     # TVP's default video: 48 frames of 448 x 448 = 9,633,792 pixels, no patch_size: a convolutional stem
     # shrinks it before attention, so 12 heads x 9,633,792^2 x 4 bytes (4.5e15) is no activation it makes;
     # the width term stays: 9,633,792 x 30,522 x 4 = 1,176,170,397,696 bytes.
-    w = limits.Work((limits.Stream("pixel_values", 1, 48 * 448 * 448, "pixels"),), (), width=30_522, width_field="vocab_size",
-                    heads=12, heads_field="num_attention_heads")
+    w = limits.Work((limits.Stream("pixel_values", 1, 48 * 448 * 448, "pixels"),), (), width=30_522, width_field="vocab_size", heads=12, heads_field="num_attention_heads")
     assert w.largest()[0] == 9_633_792 * 30_522 * 4 == 1_176_170_397_696
     limits.check_work(w)
     patches = limits.Work((limits.Stream("pixel_values", 1, 9_633_792, "patches"),), (), heads=12, heads_field="num_attention_heads")

@@ -9,9 +9,20 @@ import pytest
 from neurarch.cli import main
 
 STABLE_PATHS = [
-    "model.id", "model.source", "model.architecture", "input.shape", "forward_pass.ok", "forward_pass.error",
-    "params.parameters", "params.buffers", "params.derived", "params.checkpoint", "params.checkpoint_source",
-    "params.delta_pct", "structure.layers", "structure.nodes",
+    "model.id",
+    "model.source",
+    "model.architecture",
+    "input.shape",
+    "forward_pass.ok",
+    "forward_pass.error",
+    "params.parameters",
+    "params.buffers",
+    "params.derived",
+    "params.checkpoint",
+    "params.checkpoint_source",
+    "params.delta_pct",
+    "structure.layers",
+    "structure.nodes",
 ]
 
 

@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor reads /proc")
 
-STUCK = '''
+STUCK = """
 import signal, time
 import torch.nn as nn
 
@@ -27,7 +27,7 @@ def Stuck():
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT, signal.SIGTERM})
     time.sleep(600)
     return nn.Linear(2, 2)
-'''
+"""
 
 
 def _cli(*args, timeout=240, cwd=None):

@@ -26,10 +26,9 @@ import pytest
 import torch
 from safetensors.torch import save
 
+from hubserver import FakeHub, closed_port
 from neurarch.errors import ConfigError, HubError, RemoteCodeError, SourceNotFoundError
 from neurarch.sources import hub, resolve
-
-from hubserver import FakeHub, closed_port
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "neurarch" / "catalog" / "configs"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -128,9 +127,7 @@ def fake_hub():
         {"config.json": json_bytes(gpt2_config(1)), "model.safetensors": save(gpt2_tensors(1))},
         refs=("v1",),
     )
-    h.shas["main"] = h.add_commit(
-        GPT2, {"config.json": json_bytes(gpt2_config(2)), "model.safetensors": save(gpt2_tensors(2))}
-    )
+    h.shas["main"] = h.add_commit(GPT2, {"config.json": json_bytes(gpt2_config(2)), "model.safetensors": save(gpt2_tensors(2))})
     # resnet: two shards + index; shard 2 carries a >100 kB header.
     cfg = resnet_config()
     tensors = resnet_tensors(cfg)
@@ -224,9 +221,7 @@ def test_end_to_end_single_file(online):
 def test_sharded_index(online):
     src = resolve(RESNET)
     ck = src.checkpoint
-    assert ck.scalars == RESNET_SCALARS == numel(
-        {k: v for k, v in online.resnet_written.items() if not k.endswith("num_batches_tracked")}
-    )
+    assert ck.scalars == RESNET_SCALARS == numel({k: v for k, v in online.resnet_written.items() if not k.endswith("num_batches_tracked")})
     assert ck.counters == RESNET_COUNTERS
     assert "model-00001-of-00002.safetensors" in ck.source and "model-00002-of-00002.safetensors" in ck.source
     assert len(ck.tensors) == len(online.resnet_written)
@@ -396,8 +391,6 @@ def test_cli_unknown_repo_is_one_line_exit_2(fake_hub, tmp_path):
         hub.CACHE_ENV: str(tmp_path / "neurarch-cache"),
     }
     env.pop("HF_HUB_OFFLINE", None)
-    out = subprocess.run(
-        [sys.executable, "-m", "neurarch.cli", MISSING], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
-    )
+    out = subprocess.run([sys.executable, "-m", "neurarch.cli", MISSING], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and MISSING in out.stderr and "no such model repo" in out.stderr, out.stderr

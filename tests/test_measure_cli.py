@@ -5,9 +5,17 @@ import json
 from neurarch.cli import main
 
 # A 2-layer Llama with GQA (8 heads, 2 KV heads), small enough for a real CPU step.
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 704,
-        "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 4000,
-        "max_position_embeddings": 512}
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 704,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 4000,
+    "max_position_embeddings": 512,
+}
 
 
 def test_measure_puts_a_real_step_beside_the_estimate(tmp_path, capsys):

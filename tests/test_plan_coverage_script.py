@@ -44,8 +44,7 @@ def test_report_counts_modes_and_groups_causes(pc, tmp_path):
             r[m], r[f"{m}_error"] = modes.get(m, ("ok", ""))
         return r
 
-    rows = [row("a"), row("b", lora=("n/a", "PlanOptionError: no linear layer")),
-            row("c", full=("error", "RuntimeError: shape [3] bad"), lora=("error", "RuntimeError: shape [4] bad"))]
+    rows = [row("a"), row("b", lora=("n/a", "PlanOptionError: no linear layer")), row("c", full=("error", "RuntimeError: shape [3] bad"), lora=("error", "RuntimeError: shape [4] bad"))]
     text = pc.write_report(rows, tmp_path, 1.0, "cmd", 120, 2)
     assert "**Of 3 types neurarch traces, 66.7% simulate a full fine-tuning step, 33.3% LoRA, 100.0% inference.**" in text
     assert "| c (full, lora) |" in text and "| b (lora) |" in text

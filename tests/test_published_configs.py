@@ -18,9 +18,11 @@ from neurarch import Options, analyze
 
 CONFIGS = Path(__file__).resolve().parent.parent / "benchmarks" / "published" / "configs"
 
-T5_TIED = ("transformers 5.x's T5Config forces tie_word_embeddings=True (configuration_t5.py: 'we tie weights always'), "
-           "so the built T5 v1.1 / mT5 model shares lm_head with the embedding although the published config says "
-           "false and the published checkpoint stores a separate lm_head: neurarch counts vocab x d_model too few")
+T5_TIED = (
+    "transformers 5.x's T5Config forces tie_word_embeddings=True (configuration_t5.py: 'we tie weights always'), "
+    "so the built T5 v1.1 / mT5 model shares lm_head with the embedding although the published config says "
+    "false and the published checkpoint stores a separate lm_head: neurarch counts vocab x d_model too few"
+)
 
 
 def derived(name: str) -> int:

@@ -16,7 +16,6 @@ from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan.measure import measure_cpu
 from neurarch.plan.memory import simulate
 from neurarch.plan.step import TrainSetup
-
 from tiny_configs import BERT as BERT_MLM
 from tiny_configs import LLAMA, MIXTRAL
 
@@ -40,6 +39,7 @@ def _err(a, b):
 
 # --- gradient checkpointing ----------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["full", "lora", "qlora"])
 def test_grad_checkpointing_simulates_with_cuda_kernels(mode):
     # Before the fix every mode failed here: autograd does not carry the simulator's
@@ -54,10 +54,14 @@ def test_grad_checkpointing_simulates_with_cuda_kernels(mode):
     assert on.steady.bytes < off.steady.bytes
 
 
-@pytest.mark.parametrize("setup", [
-    TrainSetup(mode="lora", precision="bf16-mixed", grad_checkpointing=True, device="cpu"),
-    TrainSetup(mode="full", precision="bf16-mixed", grad_checkpointing=True, device="cpu"),
-], ids=["lora-bf16", "full-bf16"])
+@pytest.mark.parametrize(
+    "setup",
+    [
+        TrainSetup(mode="lora", precision="bf16-mixed", grad_checkpointing=True, device="cpu"),
+        TrainSetup(mode="full", precision="bf16-mixed", grad_checkpointing=True, device="cpu"),
+    ],
+    ids=["lora-bf16", "full-bf16"],
+)
 def test_grad_checkpointing_matches_real_cpu_step(setup):
     # PyTorch's native CPU kernels: with checkpointing the bf16 peak falls inside a recomputed
     # matmul, where oneDNN's bf16 path allocates reorder scratch that is no tensor and has no
@@ -71,6 +75,7 @@ def test_grad_checkpointing_matches_real_cpu_step(setup):
 
 # --- attention implementation --------------------------------------------------
 
+
 def test_eager_attention_matches_real_step_and_keeps_the_probabilities():
     setup = TrainSetup(mode="full", precision="fp32", device="cpu")
     _, eager, meas = _compare(BERT_MLM, setup, batch=4, seq=128, attn_implementation="eager")
@@ -78,8 +83,7 @@ def test_eager_attention_matches_real_step_and_keeps_the_probabilities():
     built = build_from_config(dict(BERT_MLM), "test")
     plan = plan_inputs(built.model, built.config, InputOptions(batch=4, seq_len=128))
     sdpa = simulate(built, plan, TrainSetup(mode="full", precision="fp32"))
-    eager_cuda = simulate(build_from_config(dict(BERT_MLM), "test", attn_implementation="eager"), plan,
-                          TrainSetup(mode="full", precision="fp32"))
+    eager_cuda = simulate(build_from_config(dict(BERT_MLM), "test", attn_implementation="eager"), plan, TrainSetup(mode="full", precision="fp32"))
     # By hand: eager attention saves, per layer, the softmax output (batch 4 x 4 heads x 128 x 128
     # fp32 = 1 MiB) for softmax's backward and the dropped-out probabilities (1 MiB) for the matmul
     # with V; CUDA's fused kernel keeps neither.  2 layers: at least 4 MiB more.
@@ -97,6 +101,7 @@ def test_flash_attention_2_follows_the_flash_kernel_and_refuses_fp32():
 
 
 # --- LoRA targets, dropout, adapter dtype ---------------------------------------
+
 
 def test_lora_targets_q_v_trains_the_hand_counted_adapters_and_matches_real_step():
     setup = TrainSetup(mode="lora", precision="bf16-mixed", lora_rank=16, lora_targets=("q_proj", "v_proj"), device="cpu")
@@ -138,6 +143,7 @@ def test_adapter_dtype_bf16_keeps_adapters_and_their_state_in_bf16():
 
 # --- optimizer implementation ---------------------------------------------------
 
+
 def test_fused_adamw_matches_real_step_and_drops_the_foreach_scratch():
     setup = TrainSetup(mode="full", precision="fp32", optimizer="adamw-fused", device="cpu")
     built, sim, meas = _compare(LLAMA, setup)
@@ -152,6 +158,7 @@ def test_fused_adamw_matches_real_step_and_drops_the_foreach_scratch():
 
 
 # --- the head a user fine-tunes -------------------------------------------------
+
 
 def test_task_seq_cls_trains_a_classifier_head_and_matches_real_step():
     setup = TrainSetup(mode="full", precision="fp32", device="cpu")
@@ -170,8 +177,7 @@ def test_cli_task_keeps_the_published_head_for_the_checkpoint_comparison(tmp_pat
     from neurarch.cli import main
 
     (tmp_path / "config.json").write_text(json.dumps(BERT_MLM))
-    rc = main([str(tmp_path), "--plan", "--modes", "full", "--task", "seq-cls", "--seq-len", "32",
-               "--attn-implementation", "eager", "--format", "json"])
+    rc = main([str(tmp_path), "--plan", "--modes", "full", "--task", "seq-cls", "--seq-len", "32", "--attn-implementation", "eager", "--format", "json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
     assert out["model"]["model_class"] == "BertForMaskedLM"
@@ -180,6 +186,7 @@ def test_cli_task_keeps_the_published_head_for_the_checkpoint_comparison(tmp_pat
 
 
 # --- a failing section does not take the report down ----------------------------
+
 
 def test_fp32_moe_plan_has_its_cost(tmp_path, capsys):
     # Before: the cost count ran the grouped expert matmul on plain fake tensors, whose meta
@@ -219,6 +226,7 @@ def test_a_failing_cost_section_leaves_the_memory_plan(tmp_path, capsys, monkeyp
 
 # --- cost prices what fits ------------------------------------------------------
 
+
 def test_cost_prices_lora_and_fsdp_where_full_fits_no_card():
     from neurarch.cards import Card
     from neurarch.cost.estimate import runs_for
@@ -243,8 +251,7 @@ def test_fsdp_communication_by_hand():
     assert fsdp_comm_seconds(16_000_000_000, 4, card) == pytest.approx(36e9 / 405e9)
 
 
-GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2,
-        "n_positions": 128, "vocab_size": 500}
+GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 128, "vocab_size": 500}
 
 
 def test_qlora_quantizes_gpt2_conv1d_layers_and_matches_real_bitsandbytes_step():
@@ -260,6 +267,7 @@ def test_qlora_quantizes_gpt2_conv1d_layers_and_matches_real_bitsandbytes_step()
 
 
 # --- gradient accumulation ------------------------------------------------------
+
 
 def test_grad_accumulation_keeps_the_gradients_through_the_next_micro_batch_and_matches_real_step():
     one = TrainSetup(mode="full", precision="fp32", device="cpu")
@@ -280,8 +288,18 @@ def test_grad_accumulation_keeps_the_gradients_through_the_next_micro_batch_and_
 
 # --- the decoder's length -------------------------------------------------------
 
-T5 = {"architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "d_model": 64, "d_ff": 128, "d_kv": 16,
-      "num_heads": 4, "num_layers": 2, "num_decoder_layers": 2, "vocab_size": 500, "feed_forward_proj": "gated-gelu"}
+T5 = {
+    "architectures": ["T5ForConditionalGeneration"],
+    "model_type": "t5",
+    "d_model": 64,
+    "d_ff": 128,
+    "d_kv": 16,
+    "num_heads": 4,
+    "num_layers": 2,
+    "num_decoder_layers": 2,
+    "vocab_size": 500,
+    "feed_forward_proj": "gated-gelu",
+}
 
 
 def test_decoder_seq_len_sets_the_labels_length_and_matches_real_step():

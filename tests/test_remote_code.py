@@ -135,7 +135,10 @@ def test_real_process_runs_nothing(tmp_path):
     for flags in ([], ["--trust-remote-code"]):
         proc = subprocess.run(
             [sys.executable, "-m", "neurarch.cli", str(folder), "--no-verify", *flags],
-            capture_output=True, text=True, timeout=180, cwd=folder,  # cwd: a repo file would shadow a module name
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=folder,  # cwd: a repo file would shadow a module name
         )
         assert "Traceback" not in proc.stderr
         assert proc.returncode == (2 if not flags else 0), proc.stderr
@@ -153,8 +156,7 @@ def test_native_build_rule():
     phi3 = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "auto_map": PHI3_AUTO_MAP}
     assert native_build(phi3) == "Phi3ForCausalLM"
     # hub-style "repo--module.Class" references and tokenizer entries are fine
-    assert native_build({**phi3, "auto_map": {"AutoConfig": "microsoft/Phi-3-mini-4k-instruct--configuration_phi3.Phi3Config",
-                                              "AutoTokenizer": ["x.Tok", None]}}) == "Phi3ForCausalLM"
+    assert native_build({**phi3, "auto_map": {"AutoConfig": "microsoft/Phi-3-mini-4k-instruct--configuration_phi3.Phi3Config", "AutoTokenizer": ["x.Tok", None]}}) == "Phi3ForCausalLM"
     assert native_build({**phi3, "model_type": "phi3-custom"}) is None  # unknown model type
     assert native_build({**phi3, "architectures": ["Phi3CustomForCausalLM"]}) is None  # class transformers lacks
     assert native_build({**phi3, "architectures": ["LlamaForCausalLM"]}) is None  # another model type's class

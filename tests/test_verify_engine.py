@@ -18,8 +18,8 @@ import neurarch.pipeline as pipeline
 from neurarch import Options, analyze, verify
 from neurarch.errors import NeurarchError, UnknownRuleError
 from neurarch.inputs import InputOptions
-from neurarch.verify import Hit, Registry, Rule
 from neurarch.render.verifier import section
+from neurarch.verify import Hit, Registry, Rule
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "docs" / "checks"

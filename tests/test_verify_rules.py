@@ -489,9 +489,9 @@ class HotspotCNN(nn.Module):
 def _lora(adjust=None):
     """TinyLlama (published config, 1 layer) with LoRA r=8 on q_proj and v_proj, as get_peft_model makes it."""
     from peft import LoraConfig, get_peft_model
+    from transformers import LlamaForCausalLM
 
     from neurarch.build import BuiltModel, make_config
-    from transformers import LlamaForCausalLM
 
     raw = json.loads((CATALOG / "TinyLlama--TinyLlama-1.1B-Chat-v1.0.json").read_text())
     raw["num_hidden_layers"] = 1

@@ -20,10 +20,14 @@ def _folder(tmp_path, added):
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(LLAMA))
     vocab = {f"tok{i}": i for i in range(1000)}
-    (folder / "tokenizer.json").write_text(json.dumps({
-        "model": {"type": "BPE", "vocab": vocab, "merges": []},
-        "added_tokens": [{"id": i, "content": t, "special": True} for t, i in added],
-    }))
+    (folder / "tokenizer.json").write_text(
+        json.dumps(
+            {
+                "model": {"type": "BPE", "vocab": vocab, "merges": []},
+                "added_tokens": [{"id": i, "content": t, "special": True} for t, i in added],
+            }
+        )
+    )
     return folder
 
 

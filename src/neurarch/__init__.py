@@ -16,8 +16,7 @@ __all__ = ["analyze", "Options", "InputOptions", "PlanOptions", "CostOptions", "
 
 # Imported on first use: `neurarch-trace --help`, `catalog` and `checks` must not
 # pay for torch and transformers (seconds) before they print a line.
-_LAZY = {"analyze": "pipeline", "Options": "options", "InputOptions": "options", "PlanOptions": "options",
-         "CostOptions": "options", "Report": "report", "SCHEMA_VERSION": "report"}
+_LAZY = {"analyze": "pipeline", "Options": "options", "InputOptions": "options", "PlanOptions": "options", "CostOptions": "options", "Report": "report", "SCHEMA_VERSION": "report"}
 
 
 def __getattr__(name: str):

@@ -43,8 +43,7 @@ _TASK_MAPPINGS = [
 # --task: the head a user fine-tunes -> transformers' auto-mappings that serve it, in order.
 TASKS = {
     "causal-lm": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",),
-    "seq-cls": ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
-                "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"),
+    "seq-cls": ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"),
     "token-cls": ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",),
     "masked-lm": ("MODEL_FOR_MASKED_LM_MAPPING_NAMES",),
     "seq2seq-lm": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",),
@@ -67,8 +66,7 @@ def task_class(cfg, task: str):
         cls = getattr(transformers, name, None) if name else None
         if isinstance(cls, type):
             return cls
-    raise ConfigError(f"--task {task}: transformers {transformers.__version__} has no {task} class for model_type {cfg.model_type!r}",
-                      field="task")
+    raise ConfigError(f"--task {task}: transformers {transformers.__version__} has no {task} class for model_type {cfg.model_type!r}", field="task")
 
 
 # Tensors up to this many elements are created for real during the build (4 MB in
@@ -180,8 +178,7 @@ def make_config(raw: dict, where: str):
         raise ConfigError(f"{where}: config has no model_type{hint}; neurarch cannot tell which model it is", path=where, field="model_type")
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         raise ConfigError(
-            f"{where}: unknown model_type {model_type!r}: transformers {transformers.__version__} does not know it "
-            "(if the repo ships its own code, see --trust-remote-code)",
+            f"{where}: unknown model_type {model_type!r}: transformers {transformers.__version__} does not know it (if the repo ships its own code, see --trust-remote-code)",
             path=where,
             field="model_type",
         )
@@ -206,10 +203,7 @@ def _pick_class(cfg, architecture: str | None, notes: list[str]):
             if architecture.endswith(suffix):
                 name = getattr(modeling_auto, mapping_name, {}).get(cfg.model_type)
                 if name and isinstance(getattr(transformers, name, None), type):
-                    notes.append(
-                        f"transformers {transformers.__version__} has no class {architecture}; built {name}, "
-                        f"the {cfg.model_type} class for the same task"
-                    )
+                    notes.append(f"transformers {transformers.__version__} has no class {architecture}; built {name}, the {cfg.model_type} class for the same task")
                     return getattr(transformers, name)
     name = modeling_auto.MODEL_MAPPING_NAMES.get(cfg.model_type)
     if isinstance(name, (list, tuple)):
@@ -240,8 +234,7 @@ def _instantiate(cls, cfg) -> nn.Module:
         return cls(cfg)
 
 
-def build_from_config(raw: dict, where: str, *, attn_implementation: str | None = "sdpa", task: str | None = None,
-                      num_labels: int | None = None, strict_attention: bool = False) -> BuiltModel:
+def build_from_config(raw: dict, where: str, *, attn_implementation: str | None = "sdpa", task: str | None = None, num_labels: int | None = None, strict_attention: bool = False) -> BuiltModel:
     """The model ``raw`` describes, on meta.
 
     ``attn_implementation``: transformers' name; "sdpa" (the default) is what
@@ -279,8 +272,7 @@ def build_from_config(raw: dict, where: str, *, attn_implementation: str | None 
         if attn_implementation and not strict_attention and "attn" in str(e).lower():
             return build_from_config(raw, where, attn_implementation=None, task=task, num_labels=num_labels)
         if attn_implementation and "attn" in str(e).lower():
-            raise BuildError(f"{cls.__name__} cannot run attn_implementation={attn_implementation!r}: {type(e).__name__}: "
-                             f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+            raise BuildError(f"{cls.__name__} cannot run attn_implementation={attn_implementation!r}: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
         raise BuildError(f"building {cls.__name__} failed: {type(e).__name__}: {e}") from None
     except Exception as e:
         raise BuildError(f"building {cls.__name__} failed: {type(e).__name__}: {e}") from None
@@ -311,8 +303,7 @@ def build(source: ModelSource) -> BuiltModel:
         if isinstance(built, BuiltModel):  # a python: factory may describe its model itself
             return built
         if isinstance(built, Factored):
-            return BuiltModel(model=built.model, config=None, model_class=type(built.model).__name__, library=built.library,
-                              architecture=built.architecture, notes=built.notes)
+            return BuiltModel(model=built.model, config=None, model_class=type(built.model).__name__, library=built.library, architecture=built.architecture, notes=built.notes)
         if not isinstance(built, nn.Module):
             raise BuildError(f"{source.id}: the factory returned {type(built).__name__}, not an nn.Module")
         return BuiltModel(model=built.eval(), config=None, model_class=type(built).__name__, library=f"torch {torch.__version__}")

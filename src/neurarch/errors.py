@@ -8,7 +8,6 @@ exit code 2; anything else is a bug and is shown in full only with ``--debug``.
 
 from __future__ import annotations
 
-
 MAX_MESSAGE = 600  # characters; a library's message can quote a whole config
 
 
@@ -63,10 +62,7 @@ class RemoteCodeError(NeurarchError, PermissionError):
 
     def __init__(self, model_id: str, reason: str):
         self.model_id = model_id
-        super().__init__(
-            f"{model_id} needs remote code ({reason}); neurarch never runs it unless you pass "
-            "--trust-remote-code"
-        )
+        super().__init__(f"{model_id} needs remote code ({reason}); neurarch never runs it unless you pass --trust-remote-code")
 
 
 class HubError(NeurarchError, ConnectionError):

@@ -16,9 +16,12 @@ no stage of the pipeline (only :mod:`neurarch.limits`, for the sequence bound).
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ._lazy import nn  # annotations only: listing rules must not import torch
+if TYPE_CHECKING:
+    from torch import nn
+else:  # annotations only; listing the rules must not import torch
+    from ._lazy import nn
 
 from . import limits
 
@@ -182,8 +185,4 @@ def forward_params(model: nn.Module) -> dict[str, inspect.Parameter]:
 
 def required_params(params: dict[str, inspect.Parameter]) -> list[str]:
     """The names in ``params`` a call must pass: no default, not ``*args``/``**kwargs``."""
-    return [
-        n
-        for n, p in params.items()
-        if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n != "self"
-    ]
+    return [n for n, p in params.items() if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n != "self"]

@@ -46,25 +46,57 @@ MAX_NAME = 256  # characters in a model_type or an architecture name
 STRUCTURAL = frozenset(
     {
         # layers
-        "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-        "num_encoder_layers", "num_decoder_layers", "depth", "depths",
+        "num_hidden_layers",
+        "num_layers",
+        "n_layer",
+        "n_layers",
+        "encoder_layers",
+        "decoder_layers",
+        "num_encoder_layers",
+        "num_decoder_layers",
+        "depth",
+        "depths",
         # attention heads
-        "num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-        "decoder_attention_heads", "num_key_value_heads", "num_kv_heads",
+        "num_attention_heads",
+        "n_head",
+        "n_heads",
+        "num_heads",
+        "encoder_attention_heads",
+        "decoder_attention_heads",
+        "num_key_value_heads",
+        "num_kv_heads",
         # widths
-        "hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "intermediate_size", "d_ff",
-        "d_kv", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_dim", "head_dim", "moe_intermediate_size",
-        "hidden_sizes", "embedding_size",
+        "hidden_size",
+        "d_model",
+        "n_embd",
+        "embed_dim",
+        "dim",
+        "hidden_dim",
+        "intermediate_size",
+        "d_ff",
+        "d_kv",
+        "n_inner",
+        "encoder_ffn_dim",
+        "decoder_ffn_dim",
+        "ffn_dim",
+        "head_dim",
+        "moe_intermediate_size",
+        "hidden_sizes",
+        "embedding_size",
         # vocabulary and positions
-        "vocab_size", "max_position_embeddings", "n_positions", "n_ctx",
+        "vocab_size",
+        "max_position_embeddings",
+        "n_positions",
+        "n_ctx",
         # images
-        "image_size", "patch_size", "num_channels",
+        "image_size",
+        "patch_size",
+        "num_channels",
         # experts where 0 is not "off": Mixtral-style blocks always route over them
         "num_local_experts",
     }
 )
-_LAYER_FIELDS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-                 "num_encoder_layers", "num_decoder_layers", "depth", "depths"}
+_LAYER_FIELDS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers", "num_encoder_layers", "num_decoder_layers", "depth", "depths"}
 _POSITION_FIELDS = {"max_position_embeddings", "n_positions", "n_ctx"}  # advertised context: not work by itself
 _ZERO_MEANS_DERIVE = {"head_dim"}  # head_dim 0 (GLM-5 defaults): "hidden_size / heads"
 _FLOAT_OK = {"max_position_embeddings"}  # 1200.0 in a transformers default (MusicFlamingo)
@@ -192,9 +224,7 @@ def check_config(cfg: dict[str, Any], where: str) -> None:
                 field=path,
             )
         if _BOUNDED.search(field) and value > MAX_DIM and "position" not in field and "length" not in field and "tokens" not in field:
-            raise LimitError(
-                f"{where}: field {path} = {show(value)} is beyond neurarch's size limit of {MAX_DIM:,}", path=where, field=path
-            )
+            raise LimitError(f"{where}: field {path} = {show(value)} is beyond neurarch's size limit of {MAX_DIM:,}", path=where, field=path)
         # Negative layer numbers are Python indices (vision_feature_layer = -2), and -1 is a
         # common "unset" sentinel (max_relative_positions = -1): neither asks for work.
         if _BOUNDED.search(field) and value < 0 and value != -1 and not _LAYER_INDEX.search(field):
@@ -245,8 +275,7 @@ def check_parameters(cfg: dict[str, Any], where: str) -> None:
     n, fields = estimate_parameters(cfg)
     if n > 4 * MAX_PARAMETERS:
         raise LimitError(
-            f"{where}: fields {', '.join(dict.fromkeys(fields))} ask for about {_sci(n)} parameters, beyond neurarch's "
-            f"limit of {MAX_PARAMETERS:.0e}",
+            f"{where}: fields {', '.join(dict.fromkeys(fields))} ask for about {_sci(n)} parameters, beyond neurarch's limit of {MAX_PARAMETERS:.0e}",
             path=where,
             field=fields[0] if fields else None,
         )
@@ -319,13 +348,14 @@ class Work:
         for st in self.streams:
             n = st.batch * st.positions
             if self.width:
-                cand = (4 * n * self.width,
-                        f"{st.name}: {st.batch:,} x {st.positions:,} {st.unit} x {self.width:,} ({self.width_field})", self.width_field)
+                cand = (4 * n * self.width, f"{st.name}: {st.batch:,} x {st.positions:,} {st.unit} x {self.width:,} ({self.width_field})", self.width_field)
                 best = max(best, cand)
             if self.heads and st.unit not in ("pixels", "samples"):  # attention runs over tokens, patches, frames; never raw pixels
-                cand = (4 * st.batch * self.heads * st.positions**2,
-                        f"{st.name}'s attention scores: {st.batch:,} x {self.heads:,} heads ({self.heads_field}) x "
-                        f"{st.positions:,}^2 {st.unit} (eager attention)", self.heads_field)
+                cand = (
+                    4 * st.batch * self.heads * st.positions**2,
+                    f"{st.name}'s attention scores: {st.batch:,} x {self.heads:,} heads ({self.heads_field}) x {st.positions:,}^2 {st.unit} (eager attention)",
+                    self.heads_field,
+                )
                 best = max(best, cand)
         return best
 
@@ -351,8 +381,7 @@ def check_work(work: Work) -> None:
     n, what, field = work.largest()
     if n > MAX_ACTIVATION_BYTES:
         raise LimitError(
-            f"{work.what} {work.verb} for an activation of {_sci(n)} bytes ({what}, fp32), beyond neurarch's limit of "
-            f"{_pib(MAX_ACTIVATION_BYTES)} for one tensor; ask for a smaller input",
+            f"{work.what} {work.verb} for an activation of {_sci(n)} bytes ({what}, fp32), beyond neurarch's limit of {_pib(MAX_ACTIVATION_BYTES)} for one tensor; ask for a smaller input",
             field=blame or field or None,
         )
     total = work.step_bytes()

@@ -75,6 +75,7 @@ def _one_of(name: str, value: object, allowed: tuple[str, ...], what: str | None
 # The option objects
 # --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class InputOptions:
     """The input the model is traced with (``--batch``, ``--seq-len`` ...); None = the model's default."""
@@ -107,8 +108,7 @@ class InputOptions:
             for d in self.input_shape:
                 n *= d
             if n > limits.MAX_INPUT_ELEMENTS:
-                raise InputError(f"--input-shape {self.input_shape} x batch {self.batch} is beyond neurarch's limit of "
-                                 f"{limits.MAX_INPUT_ELEMENTS:,} elements", field="input_shape")
+                raise InputError(f"--input-shape {self.input_shape} x batch {self.batch} is beyond neurarch's limit of {limits.MAX_INPUT_ELEMENTS:,} elements", field="input_shape")
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -144,8 +144,10 @@ class CostOptions:
         for name in ("epochs", "samples", "tokens", "batch"):
             _positive_int(name, getattr(self, name))
         if self.epochs > 100_000 or (self.samples or 0) > 10**13 or (self.tokens or 0) > 10**16:
-            raise InputError("--epochs/--samples/--tokens are beyond neurarch's limits (1e5 epochs, 1e13 samples, 1e16 tokens)",
-                             field="epochs" if self.epochs > 100_000 else ("samples" if (self.samples or 0) > 10**13 else "tokens"))
+            raise InputError(
+                "--epochs/--samples/--tokens are beyond neurarch's limits (1e5 epochs, 1e13 samples, 1e16 tokens)",
+                field="epochs" if self.epochs > 100_000 else ("samples" if (self.samples or 0) > 10**13 else "tokens"),
+            )
         _one_of("precision", self.precision, PRECISIONS)
         if not isinstance(self.card, str) or not self.card.strip():
             raise InputError(f"--card needs a card name, got {self.card!r}", field="card")
@@ -190,11 +192,9 @@ class PlanOptions:
             raise InputError(f"--lora-rank must be an integer from 1 to 4096, got {self.lora_rank!r}", field="lora_rank")
         if isinstance(self.grad_accumulation, bool) or not isinstance(self.grad_accumulation, int) or not 1 <= self.grad_accumulation <= 65_536:
             raise InputError(f"--grad-accumulation must be an integer from 1 to 65,536, got {self.grad_accumulation!r}", field="grad_accumulation")
-        if not isinstance(self.headroom, (int, float)) or isinstance(self.headroom, bool) or not math.isfinite(self.headroom) \
-                or not 1.0 <= self.headroom <= 10.0:
+        if not isinstance(self.headroom, (int, float)) or isinstance(self.headroom, bool) or not math.isfinite(self.headroom) or not 1.0 <= self.headroom <= 10.0:
             raise InputError(f"--headroom must be between 1 and 10, got {self.headroom!r}", field="headroom")
-        if self.context_len is not None and (isinstance(self.context_len, bool) or not isinstance(self.context_len, int)
-                                             or not 1 <= self.context_len <= (1 << 22)):
+        if self.context_len is not None and (isinstance(self.context_len, bool) or not isinstance(self.context_len, int) or not 1 <= self.context_len <= (1 << 22)):
             raise InputError(f"--context-len must be between 1 and {1 << 22:,}, got {self.context_len!r}", field="context_len")
         if self.attn_implementation is not None:
             _one_of("attn_implementation", self.attn_implementation, ATTENTIONS)
@@ -211,8 +211,7 @@ class PlanOptions:
         if precision is not None:
             _one_of("precision", precision, PRECISIONS)
             if self.attn_implementation == "flash_attention_2" and precision == "fp32":
-                raise InputError("flash_attention_2 runs in fp16/bf16 only (flash-attn refuses fp32): choose --precision "
-                                 "bf16-mixed, fp16-mixed or bf16", field="attn_implementation")
+                raise InputError("flash_attention_2 runs in fp16/bf16 only (flash-attn refuses fp32): choose --precision bf16-mixed, fp16-mixed or bf16", field="attn_implementation")
 
 
 @dataclass(frozen=True)
@@ -240,8 +239,7 @@ class Options:
 
     def validate(self) -> None:
         _positive_int("depth", self.depth)
-        if self.timeout_s is not None and (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float))
-                                           or not math.isfinite(self.timeout_s) or self.timeout_s <= 0):
+        if self.timeout_s is not None and (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or not math.isfinite(self.timeout_s) or self.timeout_s <= 0):
             raise InputError(f"--timeout must be a positive number of seconds, got {self.timeout_s!r}", field="timeout_s")
         _one_of("precision", self.precision, PRECISIONS)
         if self.plan is not None:

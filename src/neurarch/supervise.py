@@ -127,7 +127,7 @@ def _proc_table() -> dict[int, tuple[int, int, int]]:
                 stat = fh.read().decode("ascii", "replace")
         except OSError:
             continue
-        rest = stat[stat.rfind(")") + 2:].split()  # fields after "(comm)": state ppid pgrp session ...
+        rest = stat[stat.rfind(")") + 2 :].split()  # fields after "(comm)": state ppid pgrp session ...
         if len(rest) > 21:
             table[int(name)] = (int(rest[1]), int(rest[2]), int(rest[21]) * _PAGE)
     return table
@@ -221,11 +221,11 @@ def _read_frames(path: str) -> list[tuple[str, bytes]]:
         return []
     frames, at = [], 0
     while at + 8 <= len(data):
-        (n,) = struct.unpack("<Q", data[at:at + 8])
+        (n,) = struct.unpack("<Q", data[at : at + 8])
         if at + 8 + n > len(data):
             break
         try:
-            frames.append(pickle.loads(data[at + 8:at + 8 + n]))
+            frames.append(pickle.loads(data[at + 8 : at + 8 + n]))
         except Exception:  # noqa: BLE001 - a damaged frame: keep the ones before it
             break
         at += 8 + n
@@ -308,8 +308,7 @@ def _on_soft_limit(signum, frame):
 def _error_payload(e: BaseException) -> bytes:
     """An exception as plain data: its one-line text, its message alone, and its classes' names."""
     msg = one_line(str(e)) if str(e).strip() else ""
-    return pickle.dumps({"text": f"{type(e).__name__}: {msg}" if msg else type(e).__name__, "message": msg,
-                         "types": [c.__name__ for c in type(e).__mro__ if c is not object]})
+    return pickle.dumps({"text": f"{type(e).__name__}: {msg}" if msg else type(e).__name__, "message": msg, "types": [c.__name__ for c in type(e).__mro__ if c is not object]})
 
 
 def _item_main(req: dict, result_path: str, log_path: str | None) -> None:
@@ -454,8 +453,7 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
             elif now - t0 >= limit and (grace == 0 or req.get("argv")):  # no soft limit: killed at the limit
                 killed, killed_text = "timeout", f"Timeout: over the time limit of {limit:g} s; killed"
             elif now - t0 >= limit + grace:
-                killed, killed_text = "hang", (f"Hang: still running {grace:g} s after the time limit of {limit:g} s "
-                                               "(stuck where Python cannot interrupt it); killed")
+                killed, killed_text = "hang", (f"Hang: still running {grace:g} s after the time limit of {limit:g} s (stuck where Python cannot interrupt it); killed")
             elif not soft_sent and now - t0 >= limit:
                 soft_sent = True
                 try:
@@ -491,8 +489,7 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
         exit_code = os.WEXITSTATUS(status_word)
     else:
         exit_code = None
-    out: dict[str, Any] = {"status": "crash", "value": None, "error": "", "seconds": round(seconds, 3), "peak_rss_bytes": peak,
-           "progress": None, "exit_code": exit_code, "stderr_tail": tail}
+    out: dict[str, Any] = {"status": "crash", "value": None, "error": "", "seconds": round(seconds, 3), "peak_rss_bytes": peak, "progress": None, "exit_code": exit_code, "stderr_tail": tail}
     for kind, payload in frames:
         if kind == "progress":
             out["progress"] = payload
@@ -608,8 +605,12 @@ class Supervisor:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", "from neurarch.supervise import serve; serve()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None if not capture_output else subprocess.DEVNULL,
-                env=child_env, start_new_session=True, pass_fds=(stdout_fd,) if stdout_fd is not None else (),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None if not capture_output else subprocess.DEVNULL,
+                env=child_env,
+                start_new_session=True,
+                pass_fds=(stdout_fd,) if stdout_fd is not None else (),
             )
         finally:
             if stdout_fd is not None:
@@ -631,9 +632,19 @@ class Supervisor:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
-            time_limit_s: float, memory_limit_bytes: int | None = None, grace_s: float = GRACE_S,
-            poll_s: float = POLL_S, env: dict[str, str] | None = None, cwd: str | None = None) -> Outcome:
+    def run(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        time_limit_s: float,
+        memory_limit_bytes: int | None = None,
+        grace_s: float = GRACE_S,
+        poll_s: float = POLL_S,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Outcome:
         """``fn(*args, **kwargs)`` in a new item process under the limits (see the module's docstring)."""
         _check_limits(time_limit_s, memory_limit_bytes, grace_s)
         import cloudpickle  # functions defined in a test or a notebook travel by value
@@ -641,9 +652,17 @@ class Supervisor:
         call = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
         return self._request({"call": call}, time_limit_s, memory_limit_bytes, grace_s, poll_s, env, cwd)
 
-    def run_command(self, argv: Sequence[str], *, time_limit_s: float, memory_limit_bytes: int | None = None,
-                    grace_s: float = GRACE_S, poll_s: float = POLL_S, env: dict[str, str] | None = None,
-                    cwd: str | None = None) -> Outcome:
+    def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        time_limit_s: float,
+        memory_limit_bytes: int | None = None,
+        grace_s: float = GRACE_S,
+        poll_s: float = POLL_S,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Outcome:
         """A command (``[sys.executable, "-m", "neurarch.cli", ...]``) under the limits; ok when it exits 0."""
         _check_limits(time_limit_s, memory_limit_bytes, grace_s)
         if not argv:
@@ -651,9 +670,16 @@ class Supervisor:
         return self._request({"argv": [str(a) for a in argv]}, time_limit_s, memory_limit_bytes, grace_s, poll_s, env, cwd)
 
     def _request(self, req: dict, time_limit_s, memory_limit_bytes, grace_s, poll_s, env, cwd) -> Outcome:
-        req.update(time_limit_s=float(time_limit_s), memory_limit_bytes=memory_limit_bytes, grace_s=float(grace_s),
-                   poll_s=float(poll_s), env=dict(env or {}), cwd=cwd, capture_output=self.capture_output,
-                   sys_path=[p for p in sys.path if p])
+        req.update(
+            time_limit_s=float(time_limit_s),
+            memory_limit_bytes=memory_limit_bytes,
+            grace_s=float(grace_s),
+            poll_s=float(poll_s),
+            env=dict(env or {}),
+            cwd=cwd,
+            capture_output=self.capture_output,
+            sys_path=[p for p in sys.path if p],
+        )
         # The supervisor answers within the limits; past this something is badly wrong with it.
         deadline = time.monotonic() + time_limit_s + grace_s + 60
         with self._lock:
@@ -669,9 +695,16 @@ class Supervisor:
             self.close()
             return Outcome("crash", error="Crash: the supervisor process died")
         d = answer[1]
-        out = Outcome(d["status"], error=d["error"], seconds=d["seconds"], peak_rss_bytes=d["peak_rss_bytes"],
-                      exit_code=d["exit_code"], stderr_tail=d["stderr_tail"], error_message=d.get("error_message", ""),
-                      error_types=d.get("error_types", []))
+        out = Outcome(
+            d["status"],
+            error=d["error"],
+            seconds=d["seconds"],
+            peak_rss_bytes=d["peak_rss_bytes"],
+            exit_code=d["exit_code"],
+            stderr_tail=d["stderr_tail"],
+            error_message=d.get("error_message", ""),
+            error_types=d.get("error_types", []),
+        )
         try:
             if d["progress"] is not None:
                 out.progress = pickle.loads(d["progress"])
@@ -705,10 +738,18 @@ class Supervisor:
         self.close()
 
 
-def run_limited(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
-                time_limit_s: float, memory_limit_bytes: int | None = None, grace_s: float = GRACE_S,
-                preload: Sequence[str] = (), env: dict[str, str] | None = None,
-                capture_output: bool = True) -> Outcome:
+def run_limited(
+    fn: Callable[..., Any],
+    args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    time_limit_s: float,
+    memory_limit_bytes: int | None = None,
+    grace_s: float = GRACE_S,
+    preload: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    capture_output: bool = True,
+) -> Outcome:
     """``fn(*args, **kwargs)`` once in a child process, under a wall-clock and a resident-memory limit.
 
     ``fn`` and its arguments are pickled (cloudpickle: a lambda or a local
@@ -721,8 +762,9 @@ def run_limited(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[s
         return sup.run(fn, args, kwargs, time_limit_s=time_limit_s, memory_limit_bytes=memory_limit_bytes, grace_s=grace_s)
 
 
-def run_command(argv: Sequence[str], *, time_limit_s: float, memory_limit_bytes: int | None = None,
-                grace_s: float = GRACE_S, env: dict[str, str] | None = None, capture_output: bool = True) -> Outcome:
+def run_command(
+    argv: Sequence[str], *, time_limit_s: float, memory_limit_bytes: int | None = None, grace_s: float = GRACE_S, env: dict[str, str] | None = None, capture_output: bool = True
+) -> Outcome:
     """A command once, under the limits: ``ok`` when it exits 0, ``error`` (its last stderr line) otherwise."""
     _check_limits(time_limit_s, memory_limit_bytes, grace_s)
     with Supervisor((), env=env, capture_output=capture_output) as sup:

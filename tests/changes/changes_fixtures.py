@@ -1,11 +1,11 @@
 """Helpers: a model repo built by git in the test: six revisions with fixed dates, one typed change each.
 
-    c1 2026-01-05  baseline: tiny Llama (hidden 64, 2 layers, vocab 1000), F32 weights, tokenizer, template
-    c2 2026-02-02  config: hidden_size 64 -> 128, num_hidden_layers 2 -> 3
-    c3 2026-03-02  chat template only (tokenizer_config.json's chat_template)
-    c4 2026-04-06  weights re-saved in BF16, same names and shapes
-    c5 2026-05-04  tokenizer.json: 4 added tokens, ids 1000..1003, past the 1000 embedding rows
-    c6 2026-06-01  config reverted to hidden 64, 2 layers (closes c2's range)
+c1 2026-01-05  baseline: tiny Llama (hidden 64, 2 layers, vocab 1000), F32 weights, tokenizer, template
+c2 2026-02-02  config: hidden_size 64 -> 128, num_hidden_layers 2 -> 3
+c3 2026-03-02  chat template only (tokenizer_config.json's chat_template)
+c4 2026-04-06  weights re-saved in BF16, same names and shapes
+c5 2026-05-04  tokenizer.json: 4 added tokens, ids 1000..1003, past the 1000 embedding rows
+c6 2026-06-01  config reverted to hidden 64, 2 layers (closes c2's range)
 """
 
 from __future__ import annotations

@@ -10,11 +10,10 @@ import subprocess
 
 import pytest
 import torch
+from changes_fixtures import BASE_CONFIG, TEMPLATE_1, GitRepo, js, llama_tensors, tokenizer_config, tokenizer_json
 from safetensors.torch import save
 
 from neurarch.changes import osv, readers, render, track
-
-from changes_fixtures import BASE_CONFIG, GitRepo, js, llama_tensors, tokenizer_config, tokenizer_json, TEMPLATE_1
 
 # Tiny Llama, untied, vocab V=1000, intermediate f=128, 4 heads, 2 KV heads (head_dim = d/4).
 # Per layer: q d*d + k d*(d/2) + v d*(d/2) + o d*d + MLP 3*d*f + 2 RMSNorms 2d.
@@ -77,10 +76,7 @@ def test_tokenizer_outgrows_the_embedding(history, model_repo):
     (ch,) = by_commit(history, model_repo.commits[4])
     # 996 base ids (0..995) + 4 added at 1000..1003 -> 1,004 ids; the embedding has vocab_size = 1,000 rows
     assert ch.summary == "tokenizer: 4 token(s) added; ids 996 -> 1,004"
-    assert ch.findings == [
-        "the tokenizer has 1,004 ids but the embedding has 1,000 rows (config vocab_size): ids 1,000..1,003 index "
-        "past the embedding (resize the embeddings, or drop the tokens)"
-    ]
+    assert ch.findings == ["the tokenizer has 1,004 ids but the embedding has 1,000 rows (config vocab_size): ids 1,000..1,003 index past the embedding (resize the embeddings, or drop the tokens)"]
 
 
 def test_revert_closes_the_first_range(history, model_repo):
@@ -258,8 +254,7 @@ def test_template_moved_to_its_own_file_and_resharded_weights(tmp_path):
 
 def test_preprocessor_change(tmp_path):
     repo = GitRepo(tmp_path / "pp")
-    repo.commit({"config.json": js(BASE_CONFIG), "preprocessor_config.json": js({"size": {"height": 224, "width": 224}, "do_resize": True})},
-                "v1", "2026-01-01T00:00:00+00:00")
+    repo.commit({"config.json": js(BASE_CONFIG), "preprocessor_config.json": js({"size": {"height": 224, "width": 224}, "do_resize": True})}, "v1", "2026-01-01T00:00:00+00:00")
     repo.commit({"preprocessor_config.json": js({"size": {"height": 384, "width": 384}, "do_resize": True})}, "v2", "2026-01-02T00:00:00+00:00")
     (ch,) = track.track(readers.GitReader(repo.path)).changes
     assert ch.kind == "preprocessor" and ch.summary == "preprocessor config: size"

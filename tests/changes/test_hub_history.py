@@ -11,13 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from changes_fixtures import add_to_fake_hub
 
+from hubserver import FakeHub
 from neurarch.changes import osv, readers, storage, track
 from neurarch.changes.errors import ChangesError
 from neurarch.errors import HubError, SourceNotFoundError
-
-from changes_fixtures import add_to_fake_hub
-from hubserver import FakeHub
 
 REPO = "neurarch-test/tiny-llama-history"
 CUT = "neurarch-test/cut-history"

@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from changes_fixtures import BASE_CONFIG
 
 from neurarch.changes import plandiff
 from neurarch.changes.plandiff import Side
-
-from changes_fixtures import BASE_CONFIG
 
 SMALL, BIG = 202_048, 551_808  # hand figures (test_git_history.py)
 EXTRA = BIG - SMALL  # 349,760
@@ -86,12 +85,12 @@ def test_cards_that_stop_and_start_fitting():
 
 @pytest.mark.slow
 def test_changes_with_plan_puts_the_plan_on_graph_changes(tmp_path):
+    from changes_fixtures import GitRepo, js
+
     from neurarch import Options
     from neurarch.changes import readers, render, track
     from neurarch.inputs import InputOptions
     from neurarch.pipeline import CostOptions, PlanOptions
-
-    from changes_fixtures import GitRepo, js
 
     repo = GitRepo(tmp_path / "r")
     repo.commit({"config.json": js(BASE_CONFIG)}, "v1", "2026-01-01T00:00:00+00:00")
@@ -106,12 +105,12 @@ def test_changes_with_plan_puts_the_plan_on_graph_changes(tmp_path):
 
 @pytest.mark.slow
 def test_stored_graph_change_gets_its_plan_on_a_later_plan_run(tmp_path):
+    from changes_fixtures import GitRepo, js
+
     from neurarch import Options
     from neurarch.changes import readers, storage
     from neurarch.inputs import InputOptions
     from neurarch.pipeline import PlanOptions
-
-    from changes_fixtures import GitRepo, js
 
     repo = GitRepo(tmp_path / "r")
     repo.commit({"config.json": js(BASE_CONFIG)}, "v1", "2026-01-01T00:00:00+00:00")

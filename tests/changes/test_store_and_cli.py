@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from changes_fixtures import BASE_CONFIG, build_model_repo, js
 from sqlalchemy import func, select
 
 from neurarch.changes import osv, readers, storage
 from neurarch.cli import main
-
-from changes_fixtures import BASE_CONFIG, build_model_repo, js
 
 
 class CountingReader:
@@ -57,8 +56,7 @@ def test_second_run_reads_only_new_commits(repo, store_url):
     assert again.files_asked == [] and again.read_asked == []
     assert [c.model_dump() for c in h2.changes] == [c.model_dump() for c in h1.changes]
     # one new commit: its files, and the baseline's files from the store (not asked again)
-    new = repo.commit({"generation_config.json": js({"bos_token_id": 1, "eos_token_id": 2, "max_new_tokens": 128})},
-                      "longer answers", "2026-07-01T00:00:00+00:00")
+    new = repo.commit({"generation_config.json": js({"bos_token_id": 1, "eos_token_id": 2, "max_new_tokens": 128})}, "longer answers", "2026-07-01T00:00:00+00:00")
     third = CountingReader(repo.path)
     h3 = storage.track_stored(third, url=store_url)
     assert third.files_asked == [new]

@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from changes_fixtures import BASE_CONFIG, GitRepo, js, model_revisions
 
 pytestmark = pytest.mark.slow
@@ -62,8 +61,8 @@ def run_until(argv: list[str], needle: str, log: Path, timeout: float = 300) -> 
 def stored(db: Path) -> tuple[list, list, list]:
     with sqlite3.connect(db) as con:
         assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        revs = con.execute("SELECT id, \"commit\", vanished FROM repo_revisions ORDER BY id").fetchall()
-        changes = con.execute("SELECT id, osv_id, \"commit\", kind, file, summary, fixed FROM repo_changes ORDER BY id").fetchall()
+        revs = con.execute('SELECT id, "commit", vanished FROM repo_revisions ORDER BY id').fetchall()
+        changes = con.execute('SELECT id, osv_id, "commit", kind, file, summary, fixed FROM repo_changes ORDER BY id').fetchall()
         files = con.execute("SELECT revision_id, path, blob FROM repo_files ORDER BY revision_id, path").fetchall()
     return revs, changes, files
 
@@ -92,8 +91,7 @@ def test_killed_mid_run_then_rerun_loses_and_duplicates_nothing(tmp_path):
     # 3. run again to the end; and a fresh store from one run without faults
     out = subprocess.run(argv[:-2] + [*store, "-q", "--format", "json"], check=True, timeout=300, capture_output=True, text=True)
     fresh = tmp_path / "fresh.db"
-    ref = subprocess.run(changes_cmd(str(repo.path), "--store", f"sqlite:///{fresh}", "-q", "--format", "json"),
-                         check=True, timeout=300, capture_output=True, text=True)
+    ref = subprocess.run(changes_cmd(str(repo.path), "--store", f"sqlite:///{fresh}", "-q", "--format", "json"), check=True, timeout=300, capture_output=True, text=True)
     revs, changes, files = stored(db)
     ref_revs, ref_changes, ref_files = stored(fresh)
     assert sorted(c for _, c, _ in revs) == sorted(repo.commits)  # six, each once
@@ -121,8 +119,7 @@ def test_tracker_runs_no_repo_code(tmp_path):
     code = f"open({str(marker)!r}, 'a').write('module ran')\nclass EvilForCausalLM: pass\nclass EvilConfig: pass\n"
     auto_map = {"AutoConfig": "configuration_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"}
     blob = pickle.dumps(_WritesMarker(marker))
-    evil = {"modeling_evil.py": code.encode(), "configuration_evil.py": code.encode(), "__init__.py": code.encode(),
-            "pytorch_model.bin": blob, "training_args.bin": blob}
+    evil = {"modeling_evil.py": code.encode(), "configuration_evil.py": code.encode(), "__init__.py": code.encode(), "pytorch_model.bin": blob, "training_args.bin": blob}
     configs = [
         dict(BASE_CONFIG, auto_map=auto_map),
         dict(BASE_CONFIG, auto_map=auto_map, trust_remote_code=True, hidden_size=128),
@@ -135,16 +132,14 @@ def test_tracker_runs_no_repo_code(tmp_path):
     # Control: the repo's code is live where the tracker runs (an import from the repo writes the marker).
     env = dict(os.environ, PYTHONPATH=str(repo.path))
     subprocess.run([sys.executable, "-c", "import modeling_evil"], env=env, cwd=repo.path, check=True, timeout=60)
-    subprocess.run([sys.executable, "-c", f"import pickle; pickle.load(open({str(repo.path / 'pytorch_model.bin')!r}, 'rb'))"],
-                   check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", f"import pickle; pickle.load(open({str(repo.path / 'pytorch_model.bin')!r}, 'rb'))"], check=True, timeout=60)
     assert marker.read_text() == "module ranpickle ran"
     marker.unlink()
 
     runs = [
         changes_cmd(str(repo.path), "--no-store", "--format", "json"),
         changes_cmd(str(repo.path), "--store", f"sqlite:///{tmp_path / 's.db'}", "--format", "osv"),
-        [sys.executable, "-m", "neurarch.cli", "diff", f"{repo.path / 'config.json'}@{repo.commits[1]}",
-         f"{repo.path / 'config.json'}@{repo.commits[4]}"],
+        [sys.executable, "-m", "neurarch.cli", "diff", f"{repo.path / 'config.json'}@{repo.commits[1]}", f"{repo.path / 'config.json'}@{repo.commits[4]}"],
         [sys.executable, "-m", "neurarch.cli", "diff", str(repo.path), f"{repo.path / 'config.json'}@{repo.commits[2]}"],
     ]
     for argv in runs:

@@ -60,8 +60,7 @@ def test_index_and_errors(client):
 
 def test_changes_badge_counts_the_stored_changes(client):
     # The six-revision fixture repo holds 5 typed changes; the newest commit is dated 2026-06-01.
-    allowed = {"schemaVersion", "label", "message", "color", "labelColor", "isError", "namedLogo", "logoSvg",
-               "logoColor", "logoSize", "logoWidth", "style", "cacheSeconds"}  # shields' endpoint schema
+    allowed = {"schemaVersion", "label", "message", "color", "labelColor", "isError", "namedLogo", "logoSvg", "logoColor", "logoSize", "logoWidth", "style", "cacheSeconds"}  # shields' endpoint schema
     b = client.get(f"/badge/{client.repo_id}/changes.json").json()
     assert set(b) <= allowed and b["schemaVersion"] == 1
     assert b["message"] == "5 since first read, latest 2026-06-01"

@@ -20,11 +20,11 @@ class TiedWeightsModel(nn.Module):
 
     def __init__(self, vocab: int = VOCAB, dim: int = DIM, hidden: int = HIDDEN):
         super().__init__()
-        self.embed = nn.Embedding(vocab, dim)           # vocab x dim
-        self.up = nn.Linear(dim, hidden)                # dim x hidden + hidden
+        self.embed = nn.Embedding(vocab, dim)  # vocab x dim
+        self.up = nn.Linear(dim, hidden)  # dim x hidden + hidden
         self.act = nn.ReLU()
-        self.down = nn.Linear(hidden, dim)              # hidden x dim + dim
-        self.head = nn.Linear(dim, vocab, bias=False)   # vocab x dim, tied below
+        self.down = nn.Linear(hidden, dim)  # hidden x dim + dim
+        self.head = nn.Linear(dim, vocab, bias=False)  # vocab x dim, tied below
         self.head.weight = self.embed.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -48,8 +48,7 @@ def grows(chunk_mb: int = 20, upto_mb: int = 4000):
 
 def grows_in_a_new_session(chunk_mb: int = 20):
     """The allocation happens in a grandchild that leaves the process group (setsid)."""
-    code = ("import time\nkeep=[]\nfor _ in range(200):\n    keep.append(bytearray(%d << 20)); time.sleep(0.01)\n"
-            "time.sleep(100)\n" % chunk_mb)
+    code = "import time\nkeep=[]\nfor _ in range(200):\n    keep.append(bytearray(%d << 20)); time.sleep(0.01)\ntime.sleep(100)\n" % chunk_mb
     return subprocess.run([sys.executable, "-c", code], start_new_session=True).returncode
 
 

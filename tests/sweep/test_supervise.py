@@ -149,10 +149,10 @@ def test_one_supervisor_forks_each_call_warm():
 
 def test_the_item_dies_with_its_caller(tmp_path):
     pidfile = tmp_path / "pid"
-    code = ("import sys; sys.path.insert(0, %r)\n"
-            "import sweep_jobs\nfrom neurarch.supervise import run_limited\n"
-            "run_limited(sweep_jobs.writes_pid_then_sleeps, (%r,), time_limit_s=100)\n"
-            % (str(Path(jobs.__file__).parent), str(pidfile)))
+    code = "import sys; sys.path.insert(0, %r)\nimport sweep_jobs\nfrom neurarch.supervise import run_limited\nrun_limited(sweep_jobs.writes_pid_then_sleeps, (%r,), time_limit_s=100)\n" % (
+        str(Path(jobs.__file__).parent),
+        str(pidfile),
+    )
     caller = subprocess.Popen([sys.executable, "-c", code])
     try:
         end = time.monotonic() + 30
@@ -169,8 +169,7 @@ def test_the_item_dies_with_its_caller(tmp_path):
             caller.kill()
 
 
-@pytest.mark.parametrize("kwargs", [dict(time_limit_s=0), dict(time_limit_s=-1), dict(time_limit_s=1, memory_limit_bytes=0),
-                                    dict(time_limit_s=1, grace_s=-1)])
+@pytest.mark.parametrize("kwargs", [dict(time_limit_s=0), dict(time_limit_s=-1), dict(time_limit_s=1, memory_limit_bytes=0), dict(time_limit_s=1, grace_s=-1)])
 def test_bad_limits_are_refused(kwargs):
     with pytest.raises(ValueError):
         run_limited(jobs.answer, (1,), **kwargs)
@@ -199,9 +198,11 @@ def test_deadline_interrupts_a_stage_and_nests():
 
 def test_uncaptured_output_reaches_the_callers_stdout(tmp_path):
     # the caller's stdout is a file here: what the item prints must land in it, not in the protocol pipe
-    code = ("import sys; sys.path.insert(0, %r)\nimport sweep_jobs\nfrom neurarch.supervise import run_limited\n"
-            "out = run_limited(sweep_jobs.prints, ('from the item',), time_limit_s=20, capture_output=False)\n"
-            "print('caller saw', out.status, out.value)\n" % str(Path(jobs.__file__).parent))
+    code = (
+        "import sys; sys.path.insert(0, %r)\nimport sweep_jobs\nfrom neurarch.supervise import run_limited\n"
+        "out = run_limited(sweep_jobs.prints, ('from the item',), time_limit_s=20, capture_output=False)\n"
+        "print('caller saw', out.status, out.value)\n" % str(Path(jobs.__file__).parent)
+    )
     with open(tmp_path / "stdout", "w") as fh:
         proc = subprocess.run([sys.executable, "-c", code], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -41,8 +41,7 @@ def test_two_workers_limits_per_item_and_the_file(tmp_path):
     items = ["sleep", f"cblock:{marker}", "grow", "raise", "a", "b", "c"]
     t0 = time.monotonic()
     seen = []
-    records = run_sweep(items, job=_job, results_path=out, time_limit_s=2.0, grace_s=1.0,
-                        memory_limit_bytes=250 * MB, workers=2, on_record=seen.append)
+    records = run_sweep(items, job=_job, results_path=out, time_limit_s=2.0, grace_s=1.0, memory_limit_bytes=250 * MB, workers=2, on_record=seen.append)
     wall = time.monotonic() - t0
     by = {r.key: r for r in records}
     assert [r.key for r in records] == items  # in the items' order
@@ -94,10 +93,14 @@ def test_retry_failed_runs_only_the_failures_again(tmp_path):
 
 def test_a_catalog_model_through_the_command_line(tmp_path):
     out = tmp_path / "results.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "neurarch.sweep", "sentence-transformers/all-MiniLM-L6-v2",
-                           "--no-backward", "--no-verify", "--out", str(out), "--workers", "1", "--timeout", "120"],
-                          capture_output=True, text=True, timeout=180, cwd=ROOT,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "NEURARCH_JOBS": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "neurarch.sweep", "sentence-transformers/all-MiniLM-L6-v2", "--no-backward", "--no-verify", "--out", str(out), "--workers", "1", "--timeout", "120"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "NEURARCH_JOBS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "1 models in" in proc.stdout and "1 ok" in proc.stdout
     rec = read_results(out)["sentence-transformers/all-MiniLM-L6-v2"]
@@ -111,14 +114,16 @@ def test_a_catalog_model_through_the_command_line(tmp_path):
     assert params["checkpoint"] == 22_713_728 == params["derived"] + 512
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--out", "x.jsonl"], "no models"),
-    (["gpt2", "--out", "x.jsonl", "--memory-limit", "12XB"], "--memory-limit must look like"),
-    (["gpt2", "--out", "x.jsonl", "--workers", "0"], "--workers must be 1 or more"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--out", "x.jsonl"], "no models"),
+        (["gpt2", "--out", "x.jsonl", "--memory-limit", "12XB"], "--memory-limit must look like"),
+        (["gpt2", "--out", "x.jsonl", "--workers", "0"], "--workers must be 1 or more"),
+    ],
+)
 def test_bad_flags_are_one_line_and_exit_2(tmp_path, argv, message):
-    proc = subprocess.run([sys.executable, "-m", "neurarch.sweep", *argv], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "neurarch.sweep", *argv], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.jsonl").exists()
@@ -127,10 +132,8 @@ def test_bad_flags_are_one_line_and_exit_2(tmp_path, argv, message):
 def test_a_scheduler_address_sends_the_items_to_that_cluster(tmp_path):
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, memory_limit=0) as cluster:
-        records = run_sweep(["p", "q", "pool"], job=_job, results_path=tmp_path / "r.jsonl", time_limit_s=20,
-                            scheduler=cluster.scheduler_address)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, memory_limit=0) as cluster:
+        records = run_sweep(["p", "q", "pool"], job=_job, results_path=tmp_path / "r.jsonl", time_limit_s=20, scheduler=cluster.scheduler_address)
         assert [r.status for r in records] == ["ok", "ok", "ok"]
         assert records[2].value == [4, 3, 2, 1]  # abs over range(-4, 0): its own pool ran in the item
         with Client(cluster) as client:

@@ -8,10 +8,9 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
-
-import sys
 
 import pytest
 
@@ -64,8 +63,7 @@ def postgres_url():
     if r.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"initdb failed: {r.stderr.strip()[-500:]}")
-    r = run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60",
-            "-o", f"-k {sock} -c listen_addresses='' -c fsync=off", "start")
+    r = run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60", "-o", f"-k {sock} -c listen_addresses='' -c fsync=off", "start")
     if r.returncode != 0:
         log = (root / "log").read_text() if (root / "log").exists() else ""
         shutil.rmtree(root, ignore_errors=True)
@@ -113,4 +111,3 @@ def web_client(web_db):
     with TestClient(app) as client:
         client.app_state = app.state.neurarch
         yield client
-

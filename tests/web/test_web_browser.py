@@ -15,13 +15,11 @@ import time
 import urllib.request
 
 import pytest
-
 from web_fixtures import TINY_BERT
 
 RESNET_PUBLISHED = "25,610,152"  # Hub safetensors.total of microsoft/resnet-50
 TINY_BERT_COUNT = "23,684"  # hand count, see test_web_routes.py
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def free_port() -> int:
@@ -38,9 +36,12 @@ def server(web_db, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = dict(os.environ, NEURARCH_CACHE_DIR=str(log.parent), HF_HUB_OFFLINE="1")
     with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "neurarch.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                                 "--db", web_db, "--workers", "1", "--request-timeout", "240"],
-                                env=env, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "neurarch.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--db", web_db, "--workers", "1", "--request-timeout", "240"],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -177,8 +178,7 @@ def test_share_posts_the_config_to_the_server(server, tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps(TINY_BERT))
     env = dict(os.environ, NEURARCH_SERVER=server["base"], NO_COLOR="1")
-    r = subprocess.run([sys.executable, "-m", "neurarch.cli", str(cfg), "--plan", "--modes", "full", "--batch", "2", "--share"],
-                       env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-m", "neurarch.cli", str(cfg), "--plan", "--modes", "full", "--batch", "2", "--share"], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     url = r.stderr.strip().splitlines()[-1].removeprefix("shared: ")
     assert url.startswith(server["base"] + "/p/")

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from web_fixtures import TINY_BERT
 
 pytestmark = pytest.mark.slow
@@ -48,9 +47,12 @@ class Server:
         self.log = open(tmp / f"serve-{self.port}.log", "w")
         env = dict(os.environ, NEURARCH_CACHE_DIR=str(tmp / "cache"), HF_HUB_OFFLINE="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "neurarch.cli", "serve", "--port", str(self.port), "--db", db, "--workers", "1",
-             "--queue", "2", "--offline", "--request-timeout", "120"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)  # its own process group
+            [sys.executable, "-m", "neurarch.cli", "serve", "--port", str(self.port), "--db", db, "--workers", "1", "--queue", "2", "--offline", "--request-timeout", "120"],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # its own process group
         deadline = time.monotonic() + 240
         while True:
             try:
@@ -98,8 +100,7 @@ def test_sigkill_during_writes_loses_nothing_acknowledged(tmp_path):
         workers = list(httpx.get(f"{server.base}/api/v1/status").json()["worker_rss_bytes"])
         # 1. two reports computed and acknowledged
         for batch in (1, 2):
-            r = httpx.post(f"{server.base}/api/v1/plan", timeout=180,
-                           json={"config": TINY_BERT, "options": {"plan": False, "batch": batch}})
+            r = httpx.post(f"{server.base}/api/v1/plan", timeout=180, json={"config": TINY_BERT, "options": {"plan": False, "batch": batch}})
             assert r.status_code == 200, r.text[:300]
             pid = r.headers["link"].split("</p/")[1].split(">")[0]
             plans[pid] = r.content

@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from safetensors.torch import save
-
 from web_fixtures import hub_env
+
 from hubserver import FakeHub
 
-TINY_GPT2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 1, "n_embd": 32, "n_head": 2,
-             "vocab_size": 100, "n_positions": 64}
+TINY_GPT2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 100, "n_positions": 64}
 # GPT2LMHeadModel, hand count (lm_head tied to wte): wte 100*32 + wpe 64*32 = 5,248;
 # block: ln_1 64 + c_attn 32*96+96 = 3,168 + c_proj 32*32+32 = 1,056 + ln_2 64 + c_fc 32*128+128 = 4,224
 #        + mlp c_proj 128*32+32 = 4,128 -> 12,704; ln_f 64.  Total 5,248 + 12,704 + 64 = 18,016.

@@ -20,11 +20,11 @@ import os
 import time
 
 import pytest
+from web_fixtures import TINY_BERT
 
 from neurarch.web import options as O
 from neurarch.web.errors import ApiError
 from neurarch.web.pool import Pool, group_rss
-from web_fixtures import TINY_BERT
 
 TRACE_ONLY = {"kind": "config", "name": "paste:tiny", "config": TINY_BERT, "options": O.normalize({"plan": False})}
 

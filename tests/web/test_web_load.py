@@ -16,7 +16,6 @@ import time
 
 import httpx
 import pytest
-
 from test_web_crash import Server  # the real server in its own process group
 from web_fixtures import TINY_BERT
 

@@ -10,13 +10,13 @@ import asyncio
 import os
 
 import pytest
+from web_fixtures import TINY_BERT
 
 from neurarch.store.db import connect
 from neurarch.web import options as O
 from neurarch.web.errors import ApiError
 from neurarch.web.pool import Pool, group_rss
 from neurarch.web.service import Service
-from web_fixtures import TINY_BERT
 
 
 def job(batch: int, plan: bool = True, **extra) -> dict:

@@ -23,9 +23,17 @@ from fastapi.testclient import TestClient
 
 from neurarch.web.app import Settings, create_app
 
-TINY_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 32, "intermediate_size": 64,
-              "num_attention_heads": 2, "num_key_value_heads": 2, "num_hidden_layers": 1, "vocab_size": 64,
-              "max_position_embeddings": 32}
+TINY_LLAMA = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 1,
+    "vocab_size": 64,
+    "max_position_embeddings": 32,
+}
 EVIL_AUTO_MAP = {"AutoConfig": "configuration_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"}
 
 
@@ -35,8 +43,7 @@ def hostile(tmp_path_factory):
     code_dir, marker = root / "code", root / "MARKER"
     code_dir.mkdir()
     for name in ("modeling_evil.py", "configuration_evil.py", "evil.py"):
-        (code_dir / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\n"
-                                     "class EvilForCausalLM: pass\nclass EvilConfig: pass\n")
+        (code_dir / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\nclass EvilForCausalLM: pass\nclass EvilConfig: pass\n")
     # Control: the code is live where the workers look (an import writes the marker).
     subprocess.run([sys.executable, "-c", "import modeling_evil"], env=dict(os.environ, PYTHONPATH=str(code_dir)), check=True, timeout=60)
     assert marker.read_text() == "modeling_evil.py"
@@ -48,8 +55,7 @@ def hostile(tmp_path_factory):
 def client(hostile, tmp_path_factory):
     code_dir, _ = hostile
     db = tmp_path_factory.mktemp("rc-store") / "n.db"
-    app = create_app(Settings(db_url=f"sqlite:///{db}", workers=1, time_limit_s=120, offline=True,
-                              worker_env={"PYTHONPATH": str(code_dir)}))
+    app = create_app(Settings(db_url=f"sqlite:///{db}", workers=1, time_limit_s=120, offline=True, worker_env={"PYTHONPATH": str(code_dir)}))
     with TestClient(app) as c:
         yield c
 
@@ -106,8 +112,7 @@ def test_paste_form_runs_no_repo_code(client, hostile):
 
     _, marker = hostile
     for name, config in hostile_configs(marker).items():
-        r = client.post("/paste", data={"config": json.dumps(config), "plan": "false"}, headers={"accept": "text/html"},
-                        follow_redirects=True)
+        r = client.post("/paste", data={"config": json.dumps(config), "plan": "false"}, headers={"accept": "text/html"}, follow_redirects=True)
         assert r.status_code < 500, (name, r.text[:300])
         if name in REFUSED:
             assert r.status_code == 400 and ("remote code" in r.text or "unknown model_type" in r.text), (name, r.text[:300])

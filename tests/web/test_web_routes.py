@@ -6,7 +6,6 @@ output for the same options, and a hand count of a tiny BERT."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import html
 import json
 import logging
@@ -18,7 +17,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from web_fixtures import TINY_BERT
 
 RESNET = "microsoft/resnet-50"
@@ -54,12 +52,14 @@ ERROR_SCHEMA = {
     "type": "object",
     "required": ["error"],
     "additionalProperties": False,
-    "properties": {"error": {
-        "type": "object",
-        "required": ["code", "message", "field"],
-        "additionalProperties": False,
-        "properties": {"code": {"type": "string"}, "message": {"type": "string", "minLength": 1}, "field": {"type": ["string", "null"]}},
-    }},
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "field"],
+            "additionalProperties": False,
+            "properties": {"code": {"type": "string"}, "message": {"type": "string", "minLength": 1}, "field": {"type": ["string", "null"]}},
+        }
+    },
 }
 
 
@@ -85,7 +85,7 @@ def cli_error(argv: list[str], capsys) -> str:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("neurarch-trace: error: "), err
-    return err[len("neurarch-trace: error: "):]
+    return err[len("neurarch-trace: error: ") :]
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +94,9 @@ def resnet(web_client, tmp_path_factory):
     for the same options, computed side by side (two processes)."""
     out = tmp_path_factory.mktemp("cli") / "resnet.json"
     env = dict(os.environ, NO_COLOR="1")
-    proc = subprocess.Popen([sys.executable, "-m", "neurarch.cli", RESNET, "--plan", "--modes", "full", "--format", "json", "-o", str(out)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neurarch.cli", RESNET, "--plan", "--modes", "full", "--format", "json", "-o", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         page = web_client.get(f"/models/{RESNET}?modes=full", headers={"accept": "text/html"})
         twin = web_client.get(f"/models/{RESNET}.json?modes=full")
@@ -231,8 +232,7 @@ def test_bad_options_get_the_cli_message(web_client, capsys):
 
 
 def test_bad_ids_are_refused_and_never_paths(web_client):
-    for raw in ("..%2F..%2Fetc%2Fpasswd", "%2e%2e/secrets", "a/%2e%2e", "%2Fetc%2Fpasswd", "~root", "a%00b", "a%5Cb",
-                "python:tests%2Fmodels%2Ftied_mlp.py:Factory", "x/y/z", "a%252e%252e"):
+    for raw in ("..%2F..%2Fetc%2Fpasswd", "%2e%2e/secrets", "a/%2e%2e", "%2Fetc%2Fpasswd", "~root", "a%00b", "a%5Cb", "python:tests%2Fmodels%2Ftied_mlp.py:Factory", "x/y/z", "a%252e%252e"):
         for url in (f"/models/{raw}", f"/models/{raw}.json", f"/badge/{raw}/params.json"):
             e = error_of(web_client.get(url), 400)
             assert e["code"] == "bad_id", (url, e)
@@ -299,8 +299,7 @@ def test_paste_form_and_permalink(web_client):
     assert web_client.post("/paste", data={**form, "config": reordered}, follow_redirects=False).headers["location"] == url
     assert web_client.post("/paste", data={**form, "batch": "2"}, follow_redirects=False).headers["location"] != url
     # Upload instead of paste
-    up = web_client.post("/paste", data={"modes": "full", "batch": "1"}, files={"file": ("config.json", json.dumps(TINY_BERT), "application/json")},
-                         follow_redirects=False)
+    up = web_client.post("/paste", data={"modes": "full", "batch": "1"}, files={"file": ("config.json", json.dumps(TINY_BERT), "application/json")}, follow_redirects=False)
     assert up.headers["location"] == url
     # Bad pastes stay on the form with the message
     bad = web_client.post("/paste", data={"config": "[1, 2]"})

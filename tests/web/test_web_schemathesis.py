@@ -15,8 +15,8 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis import checks  # noqa: E402
-
 from web_fixtures import hub_env  # noqa: E402
+
 from hubserver import FakeHub  # noqa: E402
 from neurarch.web.app import Settings, create_app  # noqa: E402
 
@@ -28,8 +28,7 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", _APP)
 # Fuzzing only (bounded by max_examples); the coverage phase would add hundreds of cases per operation.
 schema.config.phases.update(phases=["examples", "fuzzing"])
 
-CHECKS = [checks.not_a_server_error, checks.status_code_conformance, checks.content_type_conformance,
-          checks.response_schema_conformance]
+CHECKS = [checks.not_a_server_error, checks.status_code_conformance, checks.content_type_conformance, checks.response_schema_conformance]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -21,8 +21,8 @@ def _roundtrip(engine):
     assert {"alembic_version", "reports", "permalinks"} <= tables
     with engine.connect() as c:
         heads = [r[0] for r in c.exec_driver_sql("SELECT version_num FROM alembic_version")]
-    from alembic.script import ScriptDirectory
     from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(R.__file__).with_name("migrations")))
@@ -108,9 +108,9 @@ def test_postgresql_store(postgres_url):
 def test_web_app_on_postgresql(postgres_url):
     """The app's cache and permalinks on the real server: a second request computes nothing."""
     from fastapi.testclient import TestClient
+    from web_fixtures import TINY_BERT
 
     from neurarch.web.app import Settings, create_app
-    from web_fixtures import TINY_BERT
 
     app = create_app(Settings(db_url=postgres_url, workers=1, time_limit_s=120))
     body = {"config": TINY_BERT, "options": {"plan": False}}

@@ -21,8 +21,7 @@ MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def test_warm_computes_before_the_first_visit(tmp_path):
-    app = create_app(Settings(db_url=f"sqlite:///{tmp_path / 'n.db'}", workers=1, warm=[MODEL], warm_catalog=False,
-                              offline=True, time_limit_s=400))
+    app = create_app(Settings(db_url=f"sqlite:///{tmp_path / 'n.db'}", workers=1, warm=[MODEL], warm_catalog=False, offline=True, time_limit_s=400))
     with TestClient(app) as client:
         deadline = time.monotonic() + 600
         while True:

@@ -10,7 +10,6 @@ import difflib
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..sources.tokenizer import TokenizerInfo, tokenizer_info  # noqa: F401  (one reader of tokenizer.json)
@@ -120,9 +119,7 @@ def special_ids(tok: TokenizerInfo | None, tok_config: dict | None, special_map:
     return out
 
 
-def consistency_findings(
-    tok: TokenizerInfo | None, tok_config: dict | None, special_map: dict | None, config: dict | None, generation: dict | None
-) -> list[str]:
+def consistency_findings(tok: TokenizerInfo | None, tok_config: dict | None, special_map: dict | None, config: dict | None, generation: dict | None) -> list[str]:
     """Problems between the tokenizer, the embedding and generation_config at one revision."""
     found = []
     rows = (config or {}).get("vocab_size")

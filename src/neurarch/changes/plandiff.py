@@ -222,18 +222,38 @@ def rows(d: PlanDiff) -> list[tuple[str, str, str, str]]:
     for mode in MODES:
         if mode in a.memory or mode in b.memory:
             ma, mb = a.memory.get(mode), b.memory.get(mode)
-            out.append((f"GPU memory, {MODE_TITLE[mode]} (batch {a.batch})", _gib(ma) if ma is not None else a.memory_errors.get(mode, "—")[:40],
-                        _gib(mb) if mb is not None else b.memory_errors.get(mode, "—")[:40], _delta(ma, mb, _gib)))
+            out.append(
+                (
+                    f"GPU memory, {MODE_TITLE[mode]} (batch {a.batch})",
+                    _gib(ma) if ma is not None else a.memory_errors.get(mode, "—")[:40],
+                    _gib(mb) if mb is not None else b.memory_errors.get(mode, "—")[:40],
+                    _delta(ma, mb, _gib),
+                )
+            )
     if a.cost_usd is not None or b.cost_usd is not None:
-        out.append((f"Run cost on {a.cost_card or b.cost_card}", _usd(a.cost_usd, a.cost_hours), _usd(b.cost_usd, b.cost_hours),
-                    "" if a.cost_usd is None or b.cost_usd is None else ("same" if a.cost_usd == b.cost_usd else f"{'+' if b.cost_usd > a.cost_usd else '−'}{_money(abs(b.cost_usd - a.cost_usd))}")))
+        out.append(
+            (
+                f"Run cost on {a.cost_card or b.cost_card}",
+                _usd(a.cost_usd, a.cost_hours),
+                _usd(b.cost_usd, b.cost_hours),
+                "" if a.cost_usd is None or b.cost_usd is None else ("same" if a.cost_usd == b.cost_usd else f"{'+' if b.cost_usd > a.cost_usd else '−'}{_money(abs(b.cost_usd - a.cost_usd))}"),
+            )
+        )
     if a.cheapest_card or b.cheapest_card:
+
         def cheap(s: Side) -> str:
             return f"{_usd(s.cheapest_usd, s.cheapest_hours)} on {s.cheapest_card}" if s.cheapest_card else "—"
 
-        out.append(("Cheapest run", cheap(a), cheap(b),
-                    "" if a.cheapest_usd is None or b.cheapest_usd is None or a.cheapest_card != b.cheapest_card
-                    else ("same" if a.cheapest_usd == b.cheapest_usd else f"{'+' if b.cheapest_usd > a.cheapest_usd else '−'}{_money(abs(b.cheapest_usd - a.cheapest_usd))}")))
+        out.append(
+            (
+                "Cheapest run",
+                cheap(a),
+                cheap(b),
+                ""
+                if a.cheapest_usd is None or b.cheapest_usd is None or a.cheapest_card != b.cheapest_card
+                else ("same" if a.cheapest_usd == b.cheapest_usd else f"{'+' if b.cheapest_usd > a.cheapest_usd else '−'}{_money(abs(b.cheapest_usd - a.cheapest_usd))}"),
+            )
+        )
     return out
 
 
@@ -241,8 +261,12 @@ def markdown(d: PlanDiff) -> str:
     a, b = d.a, d.b
     out = [f"### neurarch: `{a.spec}` → `{b.spec}`", ""]
     if d.keys:
-        out.append(f"**Config:** {len(d.keys)} key{'s' * (len(d.keys) != 1)} differ: " + "; ".join(compare.describe_key(k) for k in d.keys[:12])
-                   + (f"; and {len(d.keys) - 12} more" if len(d.keys) > 12 else "") + ".")
+        out.append(
+            f"**Config:** {len(d.keys)} key{'s' * (len(d.keys) != 1)} differ: "
+            + "; ".join(compare.describe_key(k) for k in d.keys[:12])
+            + (f"; and {len(d.keys) - 12} more" if len(d.keys) > 12 else "")
+            + "."
+        )
     else:
         out.append("**Config:** no key differs.")
     out += ["", "| | A | B | Change |", "|---|--:|--:|--:|"]
@@ -250,8 +274,7 @@ def markdown(d: PlanDiff) -> str:
     if d.planned:
         modes = [m for m in MODES if any(m in v for v in a.max_batch.values()) or any(m in v for v in b.max_batch.values())]
         if modes:
-            out += ["", "**Largest batch per card** (A → B)", "", "| Card | " + " | ".join(MODE_TITLE[m] for m in modes) + " |",
-                    "|---|" + "--:|" * len(modes)]
+            out += ["", "**Largest batch per card** (A → B)", "", "| Card | " + " | ".join(MODE_TITLE[m] for m in modes) + " |", "|---|" + "--:|" * len(modes)]
             for card in list(dict.fromkeys([*a.max_batch, *b.max_batch])):
                 cells = []
                 for m in modes:
@@ -266,8 +289,11 @@ def markdown(d: PlanDiff) -> str:
         if not d.stop_fitting and not d.start_fitting:
             out.append("No card stops or starts fitting batch 1.")
         seq = f", {a.seq_len} tokens" if a.seq_len else ""
-        out += ["", f"<sub>Memory simulated on fake tensors at batch {a.batch}{seq} (the peak a CUDA card needs); largest batch with the plan's headroom; "
-                    "cost is the roofline estimate of `neurarch-trace --plan`.</sub>"]
+        out += [
+            "",
+            f"<sub>Memory simulated on fake tensors at batch {a.batch}{seq} (the peak a CUDA card needs); largest batch with the plan's headroom; "
+            "cost is the roofline estimate of `neurarch-trace --plan`.</sub>",
+        ]
     else:
         out += ["", "<sub>Add `--plan` for memory per mode, the largest batch per card and the cost at both sides.</sub>"]
     return "\n".join(out) + "\n"

@@ -91,9 +91,7 @@ class GitReader:
 
     def _git(self, *args: str, binary: bool = False) -> str | bytes:
         try:
-            out = subprocess.run(
-                ["git", "-C", str(self.path), *args], capture_output=True, timeout=60, check=False
-            )
+            out = subprocess.run(["git", "-C", str(self.path), *args], capture_output=True, timeout=60, check=False)
         except FileNotFoundError:
             raise ChangesError(self.repo, "the git binary is not installed") from None
         except subprocess.TimeoutExpired:
@@ -172,9 +170,7 @@ class GitReader:
             return safetensors_header.read_header(obj)
         # A plain git blob: read the 8-byte length, then the header, and stop.
         try:
-            proc = subprocess.Popen(
-                ["git", "-C", str(self.path), "cat-file", "blob", fid.blob], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-            )
+            proc = subprocess.Popen(["git", "-C", str(self.path), "cat-file", "blob", fid.blob], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except FileNotFoundError:
             raise ChangesError(self.repo, "the git binary is not installed") from None
         try:
@@ -340,9 +336,7 @@ class HubReader:
                     size=int(lfs.size if lfs else entry.size or 0),
                     lfs_sha256=lfs.sha256 if lfs else None,
                 )
-        self._cache_put(
-            "trees", f"{self.repo.replace('/', '--')}--{commit}.json", json.dumps({p: f.model_dump() for p, f in ids.items()}).encode()
-        )
+        self._cache_put("trees", f"{self.repo.replace('/', '--')}--{commit}.json", json.dumps({p: f.model_dump() for p, f in ids.items()}).encode())
         return ids
 
     def read(self, commit: str, fid: FileId) -> bytes:

@@ -7,6 +7,7 @@ import json
 from . import osv
 from .types import Change, History
 
+
 def _short(sha: str | None) -> str:
     return sha[:12] if sha else "-"
 

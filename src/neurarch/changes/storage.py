@@ -47,8 +47,7 @@ def _utc(dt: datetime) -> datetime:
     return dt.replace(tzinfo=_dt.timezone.utc) if dt.tzinfo is None else dt.astimezone(_dt.timezone.utc)
 
 
-def track_stored(reader, since: datetime | None = None, url: str | None = None, engine=None,
-                 progress: Callable[[str], None] | None = None, plan=None) -> History:
+def track_stored(reader, since: datetime | None = None, url: str | None = None, engine=None, progress: Callable[[str], None] | None = None, plan=None) -> History:
     from ..store.changes import RepoChange, RepoFile, RepoRevision, TrackedRepo
     from ..store.db import connect, session
 
@@ -103,8 +102,17 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
         for r in new_revs:
             row = stored.get(r.commit)
             if row is None:
-                row = RepoRevision(repo_id=repo.id, commit=r.commit, date=r.date, author=r.author, title=r.title, seq=seq[r.commit],
-                                   notes_json=json.dumps(notes_by_commit.get(r.commit, [])), vanished=False, read_at=now)
+                row = RepoRevision(
+                    repo_id=repo.id,
+                    commit=r.commit,
+                    date=r.date,
+                    author=r.author,
+                    title=r.title,
+                    seq=seq[r.commit],
+                    notes_json=json.dumps(notes_by_commit.get(r.commit, [])),
+                    vanished=False,
+                    read_at=now,
+                )
                 s.add(row)
                 s.flush()
                 stored[r.commit] = row
@@ -145,8 +153,20 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
             row = change_rows.get(c.key)
             data = c.model_dump_json()
             if row is None:
-                s.add(RepoChange(repo_id=repo.id, osv_id=record_id(reader.url, c), commit=c.commit, kind=c.kind, file=c.file, date=c.date,
-                                 summary=c.summary, fixed=c.fixed, vanished=c.vanished, change_json=data))
+                s.add(
+                    RepoChange(
+                        repo_id=repo.id,
+                        osv_id=record_id(reader.url, c),
+                        commit=c.commit,
+                        kind=c.kind,
+                        file=c.file,
+                        date=c.date,
+                        summary=c.summary,
+                        fixed=c.fixed,
+                        vanished=c.vanished,
+                        change_json=data,
+                    )
+                )
             else:
                 row.fixed, row.vanished, row.change_json = c.fixed, c.vanished, data
         repo.url, repo.truncated, repo.last_read_at = reader.url, truncated, now
@@ -165,8 +185,17 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
         notes = [n for n in notes if n.commit is None or n.commit in keep]
     for c in out_changes:
         c.date = _utc(c.date)
-    return History(repo=reader.repo, source=reader.source, url=reader.url, revisions=history_revs, changes=out_changes,
-                   notes=notes, truncated=truncated, since=since, rewritten=sorted(vanished, key=lambda c: order.get(c, (now, 0))))
+    return History(
+        repo=reader.repo,
+        source=reader.source,
+        url=reader.url,
+        revisions=history_revs,
+        changes=out_changes,
+        notes=notes,
+        truncated=truncated,
+        since=since,
+        rewritten=sorted(vanished, key=lambda c: order.get(c, (now, 0))),
+    )
 
 
 def _add_plan(reader, change: Change, plan, progress) -> None:
@@ -211,9 +240,16 @@ def stored_history(name: str, source: str | None = None, engine=None, url: str |
         notes = [RevisionNote(message=m) for m in json.loads(repo.notes_json or "[]")]
         for r in revs:
             notes += [RevisionNote(commit=r.commit, message=m) for m in json.loads(r.notes_json or "[]")]
-        return History(repo=repo.name, source=repo.source, url=repo.url,
-                       revisions=[Revision(commit=r.commit, date=_utc(r.date), author=r.author, title=r.title) for r in revs if not r.vanished],
-                       changes=changes, notes=notes, truncated=repo.truncated, rewritten=[r.commit for r in revs if r.vanished])
+        return History(
+            repo=repo.name,
+            source=repo.source,
+            url=repo.url,
+            revisions=[Revision(commit=r.commit, date=_utc(r.date), author=r.author, title=r.title) for r in revs if not r.vanished],
+            changes=changes,
+            notes=notes,
+            truncated=repo.truncated,
+            rewritten=[r.commit for r in revs if r.vanished],
+        )
 
 
 def find_osv(osv_id: str, engine=None, url: str | None = None) -> tuple[History, Change] | None:

@@ -120,10 +120,7 @@ class Tracker:
 
     def _revision(self, rev: Revision, parent: Revision | None, ids: dict[str, FileId], state: _State) -> None:
         old_ids = state.ids
-        changed = sorted(
-            p for p in set(ids) | set(old_ids)
-            if tracked(p) and (old_ids[p].key if p in old_ids else None) != (ids[p].key if p in ids else None)
-        )
+        changed = sorted(p for p in set(ids) | set(old_ids) if tracked(p) and (old_ids[p].key if p in old_ids else None) != (ids[p].key if p in ids else None))
         before = {p: state.data.get(p) for p in state.data}
         findings_before = set(_findings(state)) if parent else set()
         template_before = _template_of(state)
@@ -165,18 +162,15 @@ class Tracker:
             elif p == GENERATION:
                 keys = compare.key_diff(old, new)
                 if keys:
-                    self._change(rev, parent, "generation_config", p, f"generation config: {_keys_line(keys)}",
-                                 keys=keys, details=[compare.describe_key(k) for k in keys], findings=take_findings())
+                    self._change(rev, parent, "generation_config", p, f"generation config: {_keys_line(keys)}", keys=keys, details=[compare.describe_key(k) for k in keys], findings=take_findings())
             elif p == PREPROCESSOR:
                 keys = compare.key_diff(old, new)
                 if keys:
-                    self._change(rev, parent, "preprocessor", p, f"preprocessor config: {_keys_line(keys)}",
-                                 keys=keys, details=[compare.describe_key(k) for k in keys])
+                    self._change(rev, parent, "preprocessor", p, f"preprocessor config: {_keys_line(keys)}", keys=keys, details=[compare.describe_key(k) for k in keys])
             elif p in (TOKENIZER_CONFIG, SPECIAL_MAP):
                 keys = compare.key_diff(old, new, skip=("chat_template",))
                 if keys:
-                    self._change(rev, parent, "tokenizer", p, f"tokenizer settings: {_keys_line(keys)}",
-                                 keys=keys, details=[_describe_tokenizer_key(k) for k in keys], findings=take_findings())
+                    self._change(rev, parent, "tokenizer", p, f"tokenizer settings: {_keys_line(keys)}", keys=keys, details=[_describe_tokenizer_key(k) for k in keys], findings=take_findings())
             elif p == TOKENIZER:
                 self._tokenizer(rev, parent, old, new, take_findings())
         template_after = _template_of(state)
@@ -194,8 +188,7 @@ class Tracker:
     # -- per kind
     def _config(self, rev: Revision, parent: Revision, old: dict | None, new: dict) -> None:
         if old is None:
-            self._change(rev, parent, "config", CONFIG, "config.json added", impact="unknown",
-                         fingerprint_after=compare.fingerprint(new))
+            self._change(rev, parent, "config", CONFIG, "config.json added", impact="unknown", fingerprint_after=compare.fingerprint(new))
             return
         keys = compare.key_diff(old, new)
         if not keys:
@@ -209,8 +202,7 @@ class Tracker:
             details.append(f"built both revisions: parameters {pa:,} -> {pb:,} ({pb - pa:+,}), layer-table rows {fig_a.layers} -> {fig_b.layers}")
         elif impact == "numerics":
             summary = f"config changes what the model computes (same layers and shapes): {_keys_line(keys)}"
-            details.append("built both revisions: the same layers and parameter count; transformers reads different settings: "
-                           + ", ".join(f"`{s}`" for s in settings))
+            details.append("built both revisions: the same layers and parameter count; transformers reads different settings: " + ", ".join(f"`{s}`" for s in settings))
         elif impact == "cosmetic":
             summary = f"config edited, same model: {_keys_line(keys)}"
             details.append("built both revisions: the same model with the same settings (cosmetic)")
@@ -234,8 +226,21 @@ class Tracker:
                     details.append(f"stops fitting: {f.card} {plandiff.MODE_TITLE.get(f.mode, f.mode)} (largest batch {f.before} -> 0)")
                 for f in plan.start_fitting:
                     details.append(f"starts fitting: {f.card} {plandiff.MODE_TITLE.get(f.mode, f.mode)} (largest batch 0 -> {f.after})")
-        self._change(rev, parent, "config", CONFIG, summary, impact=impact, keys=keys, before=fig_a, after=fig_b, plan=plan,
-                     details=details, fingerprint_before=compare.fingerprint(old), fingerprint_after=compare.fingerprint(new))
+        self._change(
+            rev,
+            parent,
+            "config",
+            CONFIG,
+            summary,
+            impact=impact,
+            keys=keys,
+            before=fig_a,
+            after=fig_b,
+            plan=plan,
+            details=details,
+            fingerprint_before=compare.fingerprint(old),
+            fingerprint_after=compare.fingerprint(new),
+        )
 
     def _tokenizer(self, rev: Revision, parent: Revision, old: dict | None, new: dict | None, findings: list[str]) -> None:
         if new is None:
@@ -261,8 +266,17 @@ class Tracker:
         if removed:
             parts.append(f"{len(removed)} removed")
         summary = "tokenizer: " + (", ".join(parts) if parts else "re-saved") + (f"; ids {a.size:,} -> {b.size:,}" if a and a.size != b.size else "")
-        self._change(rev, parent, "tokenizer", TOKENIZER, summary, details=details, findings=findings,
-                     fingerprint_before=compare.fingerprint(old) if old is not None else None, fingerprint_after=compare.fingerprint(new))
+        self._change(
+            rev,
+            parent,
+            "tokenizer",
+            TOKENIZER,
+            summary,
+            details=details,
+            findings=findings,
+            fingerprint_before=compare.fingerprint(old) if old is not None else None,
+            fingerprint_after=compare.fingerprint(new),
+        )
 
     def _template(self, rev: Revision, parent: Revision, before: tuple, after: tuple) -> None:
         file = after[0] or before[0] or TOKENIZER_CONFIG
@@ -278,8 +292,17 @@ class Tracker:
             if before[0] != after[0]:
                 lines.append(f"the template moved from {before[0]} to {after[0]}")
         diff = compare.unified(before[1], after[1], file)
-        self._change(rev, parent, "chat_template", file, summary, details=lines, template_diff=diff,
-                     fingerprint_before=compare.fingerprint(before[1] or ""), fingerprint_after=compare.fingerprint(after[1] or ""))
+        self._change(
+            rev,
+            parent,
+            "chat_template",
+            file,
+            summary,
+            details=lines,
+            template_diff=diff,
+            fingerprint_before=compare.fingerprint(before[1] or ""),
+            fingerprint_after=compare.fingerprint(after[1] or ""),
+        )
 
     def _weights(self, rev: Revision, parent: Revision | None, ids: dict[str, FileId], state: _State, changed: list[str]) -> None:
         files = sorted(p for p in ids if p.endswith(".safetensors"))
@@ -305,15 +328,21 @@ class Tracker:
         label = ", ".join(files) if files else ", ".join(old_files) or "model.safetensors"
         common = dict(fingerprint_before=old_fp, fingerprint_after=fp)
         if not files:
-            self._change(rev, parent, "weights", label, "weights removed: no safetensors file at this revision",
-                         weights_before=compare.weights_summary(old_files, old_tensors) if old_tensors else None, **common)
+            self._change(
+                rev,
+                parent,
+                "weights",
+                label,
+                "weights removed: no safetensors file at this revision",
+                weights_before=compare.weights_summary(old_files, old_tensors) if old_tensors else None,
+                **common,
+            )
             return
         if pointer_only or tensors is None or old_tensors is None:
             why = POINTER_ONLY if pointer_only else "weights changed (a safetensors header could not be read)"
             if not pointer_only and old_tensors is None and tensors is not None:
                 why = "weights changed (the earlier header is not available)"
-            self._change(rev, parent, "weights", label, why,
-                         weights_after=compare.weights_summary(files, tensors) if tensors else None, **common)
+            self._change(rev, parent, "weights", label, why, weights_after=compare.weights_summary(files, tensors) if tensors else None, **common)
             return
         kind, tchanges, lines = compare.weights_diff(old_tensors, tensors)
         wa, wb = compare.weights_summary(old_files, old_tensors), compare.weights_summary(files, tensors)

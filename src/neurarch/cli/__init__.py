@@ -68,4 +68,3 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         print(f"neurarch-trace: internal error: {type(e).__name__}: {msg} (run with --debug for the traceback)", file=sys.stderr)
         return EXIT_BUG
-

@@ -21,7 +21,24 @@ def run(argv: list[str]) -> int:
 
     es = list(entries().values())
     if args.format == "json":
-        write(json.dumps([{"id": e.id, "tier": e.tier, "architecture": e.architecture, "model_type": e.model_type, "checkpoint": e.checkpoint_count, "provenance": e.provenance, "checkpoint_source": e.checkpoint_source} for e in es], indent=2), None)
+        write(
+            json.dumps(
+                [
+                    {
+                        "id": e.id,
+                        "tier": e.tier,
+                        "architecture": e.architecture,
+                        "model_type": e.model_type,
+                        "checkpoint": e.checkpoint_count,
+                        "provenance": e.provenance,
+                        "checkpoint_source": e.checkpoint_source,
+                    }
+                    for e in es
+                ],
+                indent=2,
+            ),
+            None,
+        )
         return 0
     import io
 

@@ -1,7 +1,7 @@
 """``neurarch-trace checks``: list every verifier rule.
 
-    neurarch-trace checks                 # id, severity, summary
-    neurarch-trace checks --format json   # [{"id", "severity", "summary"}]
+neurarch-trace checks                 # id, severity, summary
+neurarch-trace checks --format json   # [{"id", "severity", "summary"}]
 
 """
 
@@ -41,4 +41,3 @@ def run(argv: list[str] | None = None) -> int:
     text = json.dumps(rules_json(), indent=2) if args.format == "json" else rules_text()
     sys.stdout.write(text + "\n")
     return 0
-

@@ -38,15 +38,15 @@ def run(argv: list[str]) -> int:
     p.add_argument("--format", "-f", choices=["text", "json"], default="text")
     p.add_argument("--debug", action="store_true")
     args = p.parse_args(argv)
-    from ..options import InputOptions, parse_shape
     from ..measure import render_text
     from ..measure import run as measure_run
+    from ..options import InputOptions, parse_shape
 
     result = measure_run(
         args.model,
-        inputs=InputOptions(batch=args.batch, seq_len=args.seq_len, image_size=args.image_size,
-                            input_shape=parse_shape(args.input_shape) if args.input_shape else None,
-                            decoder_seq_len=args.decoder_seq_len),
+        inputs=InputOptions(
+            batch=args.batch, seq_len=args.seq_len, image_size=args.image_size, input_shape=parse_shape(args.input_shape) if args.input_shape else None, decoder_seq_len=args.decoder_seq_len
+        ),
         mode=args.mode,
         precision=args.precision,
         optimizer=args.optimizer,

@@ -47,11 +47,21 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lora-targets", metavar="NAMES", help="peft target_modules: module names such as q_proj,v_proj, or all-linear (default: every linear layer but the head)")
     g.add_argument("--lora-dropout", type=float, default=0.0, help="LoRA dropout (peft's default 0.0; recipes use 0.05-0.1: it keeps a dropped copy of each adapted input)")
     g.add_argument("--adapter-dtype", choices=ADAPTER_DTYPES, help="LoRA adapter weights: fp32 (peft's default over a bf16 base) or bf16 (pure-bf16 training)")
-    g.add_argument("--attn-implementation", choices=ATTENTIONS, help="attention as transformers names it (default: what transformers picks on a CUDA card, usually sdpa); flash_attention_2 follows CUDA's flash kernel")
+    g.add_argument(
+        "--attn-implementation",
+        choices=ATTENTIONS,
+        help="attention as transformers names it (default: what transformers picks on a CUDA card, usually sdpa); flash_attention_2 follows CUDA's flash kernel",
+    )
     g.add_argument("--task", choices=TASKS, help="the head you fine-tune (default: the config's architectures[0]); the checkpoint comparison keeps the published head")
     g.add_argument("--num-labels", type=int, default=2, help="classes for --task seq-cls / token-cls (default 2)")
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in backward (transformers' gradient_checkpointing_enable, non-reentrant)")
-    g.add_argument("--grad-accumulation", type=int, default=1, metavar="N", help="micro-batches per optimizer step (the Trainer's gradient_accumulation_steps; --batch is the micro-batch): later ones run with the gradients alive")
+    g.add_argument(
+        "--grad-accumulation",
+        type=int,
+        default=1,
+        metavar="N",
+        help="micro-batches per optimizer step (the Trainer's gradient_accumulation_steps; --batch is the micro-batch): later ones run with the gradients alive",
+    )
     g.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, help=f"a card fits when peak x headroom <= its memory (default {DEFAULT_HEADROOM})")
     g.add_argument("--context-len", type=int, help="inference: KV cache length in tokens (default: the input's)")
     g.add_argument("--epochs", type=int, default=10, help="epochs of the run (default 10)")
@@ -87,8 +97,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--share", nargs="?", const="", metavar="PATH", help="also write the HTML page to PATH (default: a temp file) and print its path")
     p.add_argument("--output", "-o", metavar="PATH", help="write the output to a file instead of stdout")
     p.add_argument("--version", action="version", version=f"neurarch {__version__}")
-    p.add_argument("--memory-limit", metavar="SIZE", help=f"stop a model whose run holds more resident memory than this, e.g. 16GiB "
-                   f"(default: {DEFAULT_MEMORY_SHARE:.0%} of this machine's memory)")
+    p.add_argument("--memory-limit", metavar="SIZE", help=f"stop a model whose run holds more resident memory than this, e.g. 16GiB (default: {DEFAULT_MEMORY_SHARE:.0%} of this machine's memory)")
     add_model_options(p)
     return p
 
@@ -227,9 +236,9 @@ class _Analyzer:
             from ..pipeline import analyze
 
             return analyze(spec, self.opts)
-        out = self.supervisor.run(_analyze_in_child, (spec, self.opts), time_limit_s=self.time_limit_s,
-                                  memory_limit_bytes=self.memory_limit,
-                                  grace_s=min(LIMIT_GRACE_S, max(2.0, self.opts.time_limit_s / 2)))
+        out = self.supervisor.run(
+            _analyze_in_child, (spec, self.opts), time_limit_s=self.time_limit_s, memory_limit_bytes=self.memory_limit, grace_s=min(LIMIT_GRACE_S, max(2.0, self.opts.time_limit_s / 2))
+        )
         if out.ok and out.value[0] == "ok":
             return out.value[1]
         if out.ok:  # a NeurarchError in the child
@@ -237,8 +246,7 @@ class _Analyzer:
         if out.status == "memory":
             raise NeurarchError(f"{spec}: stopped: {out.error}; raise the limit with --memory-limit (e.g. 64GiB)")
         if out.status in ("timeout", "hang"):
-            raise NeurarchError(f"{spec}: stopped after {out.seconds:,.0f} s, over the time limit of {self.opts.time_limit_s:g} s "
-                                "(raise it with --timeout)")
+            raise NeurarchError(f"{spec}: stopped after {out.seconds:,.0f} s, over the time limit of {self.opts.time_limit_s:g} s (raise it with --timeout)")
         raise RuntimeError(out.error or f"the process analysing {spec} ended without an answer")
 
     def close(self) -> None:

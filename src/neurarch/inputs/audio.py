@@ -12,7 +12,6 @@ from .context import _Ctx, _first_module, _mask
 from .defaults import DEFAULT_AUDIO_FRAMES, DEFAULT_AUDIO_SAMPLES, DEFAULT_SEQ_LEN_ENCODER
 from .types import Alternative, TensorSpec
 
-
 _AUDIO_FEATURES = ("input_features", "audio_features", "audio_mel", "input_audio_features")
 
 
@@ -20,7 +19,19 @@ _AUDIO_VALUES = ("input_values", "audio_values", "waveform")
 
 
 def _audio_feature_size(cfg: Any) -> int | None:
-    f = config_find(cfg, "feature_projection_input_dim", "input_feat_size", "num_mel_bins", "n_mels", "feature_size", "mel_bins", "num_mels", "input_feat_per_channel", "input_dim", subs=("audio_config", "encoder_config", "encoder"))
+    f = config_find(
+        cfg,
+        "feature_projection_input_dim",
+        "input_feat_size",
+        "num_mel_bins",
+        "n_mels",
+        "feature_size",
+        "mel_bins",
+        "num_mels",
+        "input_feat_per_channel",
+        "input_dim",
+        subs=("audio_config", "encoder_config", "encoder"),
+    )
     f = as_int(f)
     ch = as_int(config_find(cfg, "input_channels", subs=("audio_config",)), 1) or 1
     if f and config_get(cfg, "input_feat_per_channel") is not None:

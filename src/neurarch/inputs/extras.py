@@ -82,7 +82,5 @@ def _vectors(ctx: _Ctx, name: str, seq: int) -> list[TensorSpec]:
     if conv is not None and conv.in_channels != width:
         samples, stride = ctx.opts.seq_len or DEFAULT_AUDIO_SAMPLES, audio_stride(ctx.cfg) or 1
         samples = -(-samples // stride) * stride
-        ctx.alternatives.append(
-            Alternative([TensorSpec(name, (ctx.b, conv.in_channels, samples))], f"{name} as a signal of {conv.in_channels} channel(s) x {samples} samples for the first Conv1d")
-        )
+        ctx.alternatives.append(Alternative([TensorSpec(name, (ctx.b, conv.in_channels, samples))], f"{name} as a signal of {conv.in_channels} channel(s) x {samples} samples for the first Conv1d"))
     return [TensorSpec(name, (ctx.b, n, width))]

@@ -21,7 +21,6 @@ from .types import Alternative, InputPlan, TensorSpec
 from .vision import _patch_grid, _pixels
 from .work import asked, check_plan
 
-
 _PIXELS = ("pixel_values", "pixel_values_videos", "image", "images", "flattened_patches")
 
 
@@ -77,8 +76,9 @@ def plan_inputs(model: nn.Module, cfg: Any, opts: InputOptions, default_shape: t
     for t in tensors:
         if t.numel > limits.MAX_INPUT_ELEMENTS:
             by = " and ".join(asked(opts)) or "the model's default input"
-            raise InputError(f"{by}: input {t.name} {t.shape} is beyond neurarch's limit of {limits.MAX_INPUT_ELEMENTS:,} elements",
-                             field=(asked(opts) or ["--batch"])[0].split()[0][2:].replace("-", "_"))
+            raise InputError(
+                f"{by}: input {t.name} {t.shape} is beyond neurarch's limit of {limits.MAX_INPUT_ELEMENTS:,} elements", field=(asked(opts) or ["--batch"])[0].split()[0][2:].replace("-", "_")
+            )
     if main not in ctx.specs and tensors:
         main = tensors[0].name
     seq = ctx.seq if main not in _PIXELS else None
@@ -142,7 +142,12 @@ def _add_media(ctx: _Ctx) -> None:
             per_tok = as_int(config_get(cfg, "audio_length_per_tok"))
             if per_tok and frames and frames // per_tok >= 1:
                 n = frames // per_tok
-                ctx.alternatives.append(Alternative([TensorSpec("input_ids", (ctx.b, n), torch.long, ids.high, avoid=ids.avoid, text=True)], f"text of {n} tokens: one per {per_tok} audio frames (the config's audio_length_per_tok)"))
+                ctx.alternatives.append(
+                    Alternative(
+                        [TensorSpec("input_ids", (ctx.b, n), torch.long, ids.high, avoid=ids.avoid, text=True)],
+                        f"text of {n} tokens: one per {per_tok} audio frames (the config's audio_length_per_tok)",
+                    )
+                )
     if "pixel_values_videos" in required_params(p) and "pixel_values_videos" not in specs:
         ctx.add(_tagged(_pixels(ctx, "pixel_values_videos"), "video"))
         ids.runs.extend(_token_runs(ctx, "video"))
@@ -193,9 +198,7 @@ def _add_extras(ctx: _Ctx) -> None:
                 specs[name] = TensorSpec(name, (b, DEFAULT_VISUAL_REGIONS, dim))
                 ctx.how.append(f"{name}: {DEFAULT_VISUAL_REGIONS} regions (neurarch's default) of {dim} values (the config's width)")
     # Layout models: a box per token (they embed 2-D positions).
-    if "bbox" in p and "input_ids" in specs and (
-        "bbox" in required_params(p) or config_find(cfg, "max_2d_position_embeddings", "max_2d_positions", "dim_bbox") is not None
-    ):
+    if "bbox" in p and "input_ids" in specs and ("bbox" in required_params(p) or config_find(cfg, "max_2d_position_embeddings", "max_2d_positions", "dim_bbox") is not None):
         box = _bbox(ctx, specs["input_ids"].shape[1])
         specs["bbox"] = box
         # Integer boxes on the 0-1000 grid (LayoutLM); some models take them as floats in [0, 1].
@@ -214,7 +217,7 @@ def _add_embedded(ctx: _Ctx) -> None:
         if "Tensor" not in str(param.annotation):  # return_dict and other flags
             continue
         for child_name, child in ctx.model.named_children():
-            stem = child_name[len("embed_"):] if child_name.startswith("embed_") else ""
+            stem = child_name[len("embed_") :] if child_name.startswith("embed_") else ""
             if len(stem) >= 3 and arg.startswith(stem) and isinstance(child, (nn.Linear, nn.Embedding)):
                 found.append((arg, child))
                 break
@@ -255,9 +258,9 @@ def _by_name(ctx: _Ctx, name: str, specs: dict[str, TensorSpec]) -> list[TensorS
     """A required forward argument the main-input rules did not cover, synthesised from its name."""
     seq = ctx.seq or _text_seq(ctx)
     if name in _PIXELS or name.endswith("pixel_values"):
-        return _pixels(ctx, "pixel_values_videos" if "video" in name else "pixel_values") if name in ("pixel_values", "pixel_values_videos") else [
-            TensorSpec(name, _pixels(ctx, "pixel_values")[0].shape)
-        ]
+        return (
+            _pixels(ctx, "pixel_values_videos" if "video" in name else "pixel_values") if name in ("pixel_values", "pixel_values_videos") else [TensorSpec(name, _pixels(ctx, "pixel_values")[0].shape)]
+        )
     if name in _AUDIO_FEATURES:
         return _audio_features(ctx, name)
     if name in _AUDIO_VALUES:

@@ -12,7 +12,6 @@ from torch import nn
 from .defaults import SEED
 from .features import _count_features
 
-
 # mm_token_type_ids: which modality each token is (transformers' convention).
 MODALITY_CODES = {"text": 0, "image": 1, "video": 2, "audio": 3}
 
@@ -186,7 +185,6 @@ class InputPlan:
                     t.shape = (t.shape[0], need, *t.shape[2:])
             self.how.append(f"text lengthened from {self.seq_len} to {need} tokens to hold them")
             self.seq_len = need
-
 
     def _drop(self, modality: str, why: str) -> None:
         """Trace without ``modality``: remove its inputs and its tokens from the text."""

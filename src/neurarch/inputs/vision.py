@@ -110,7 +110,10 @@ def _pixels(ctx: _Ctx, name: str) -> list[TensorSpec]:
                 tokens = [[t, gh // m, gw // m]] * ctx.b
                 blocks = TensorSpec(name, (ctx.b * n // (m * m), p * m, p * m, c))
                 ctx.alternatives.append(
-                    Alternative([blocks, TensorSpec(grid_name, (ctx.b, 3), torch.long, data=tokens)], f"one {p * m}x{p * m}x{c} pixel block per merged token, grid {gh // m}x{gw // m} in tokens (flat patches failed)")
+                    Alternative(
+                        [blocks, TensorSpec(grid_name, (ctx.b, 3), torch.long, data=tokens)],
+                        f"one {p * m}x{p * m}x{c} pixel block per merged token, grid {gh // m}x{gw // m} in tokens (flat patches failed)",
+                    )
                 )
             return [TensorSpec(name, (ctx.b * n, g["dim"])), TensorSpec(grid_name, (ctx.b, len(grid[0])), torch.long, data=grid)]
     if name == "pixel_values" and ({"spatial_shapes", "pixel_position_ids"} & set(ctx.params)):

@@ -29,12 +29,26 @@ from ..introspect import config_max, nested_configs
 from ..options import InputOptions
 from .types import InputPlan, TensorSpec
 
-WIDTHS = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "hidden_sizes", "embedding_size",
-          "intermediate_size", "d_ff", "n_inner", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "moe_intermediate_size",
-          "vocab_size")
+WIDTHS = (
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "embed_dim",
+    "dim",
+    "hidden_dim",
+    "hidden_sizes",
+    "embedding_size",
+    "intermediate_size",
+    "d_ff",
+    "n_inner",
+    "ffn_dim",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "moe_intermediate_size",
+    "vocab_size",
+)
 HIDDEN = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "hidden_sizes")
-LAYERS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers", "num_encoder_layers",
-          "num_decoder_layers", "depth", "depths")
+LAYERS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers", "num_encoder_layers", "num_decoder_layers", "depth", "depths")
 HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads", "decoder_attention_heads")
 _PIXEL_NAMES = ("pixel_values", "pixel_values_videos", "image", "images", "flattened_patches")
 

@@ -24,24 +24,13 @@ from torch import nn
 from ..errors import InputError
 from ..inputs import InputPlan, TensorSpec
 from ..introspect import forward_params as _forward_params
+from ..options import (  # noqa: F401  (re-exported for the planner's callers)
+    ADAPTER_DTYPES, ATTENTIONS, DEFAULT_LORA_RANK, MODES, OPTIMIZER_IMPLEMENTATIONS, OPTIMIZERS, PRECISIONS,
+)
 
-MODES = ("full", "lora", "qlora", "inference")
-PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
-OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor")
-# What each optimizer is on the card, as the report says it (make_optimizer builds them).
-OPTIMIZER_IMPLEMENTATIONS = {
-    "adamw": "torch.optim.AdamW, foreach (multi-tensor: torch's default on CUDA; its step keeps a scratch copy per parameter group)",
-    "adamw-fused": "torch.optim.AdamW(fused=True) (the Hugging Face Trainer's adamw_torch_fused, its default with torch >= 2.8): no multi-tensor scratch",
-    "adamw-8bit": "bitsandbytes AdamW8bit (blockwise 8-bit state)",
-    "sgd": "torch.optim.SGD, momentum 0.9, foreach",
-    "adafactor": "torch.optim.Adafactor, foreach",
-}
-# transformers' names (config._attn_implementation); None: what transformers picks on a CUDA card.
-ATTENTIONS = ("eager", "sdpa", "flash_attention_2")
-ADAPTER_DTYPES = ("fp32", "bf16")
+# The lists of modes, precisions, optimizers, attentions and adapter dtypes live in neurarch.options.
 DEVICES = ("cpu", "cuda")
 
-DEFAULT_LORA_RANK = 16
 # Learning rate and friends: any value gives the same memory; these are the
 # torch defaults except lr (torch.optim.AdamW's default 1e-3 is a pre-training value).
 LR = 1e-4

@@ -127,17 +127,13 @@ def cost_summary(report: Report) -> list[str]:
     elif c.headline.usd is None and c.headline.run_hours is None:
         lines = [f"No estimate on {c.headline.card} ({next((r.note for r in c.cards if r.name == c.headline.card), '')})."]
     else:
-        lines = [
-            f"Estimated one run on {c.headline.card}: {money(c.headline.usd)}, {hours(c.headline.run_hours)} at batch {c.headline.batch} "
-            f"({data}, {a.precision}, roofline estimate)."
-        ]
+        lines = [f"Estimated one run on {c.headline.card}: {money(c.headline.usd)}, {hours(c.headline.run_hours)} at batch {c.headline.batch} ({data}, {a.precision}, roofline estimate)."]
     per = f"{flops(c.flops_per_sample)} per sample forward+backward"
     if c.flops_per_token:
         per += f", {flops(c.flops_per_token)} per token"
     lines.append(per + ".")
     lines.append(
-        f"Assumes {a.compute_efficiency:.0%} of peak tensor rate and {a.bandwidth_efficiency:.0%} of bandwidth ({a.sources}); "
-        f"{a.launch_seconds * 1e6:.0f} us per operator; optimizer {a.optimizer}."
+        f"Assumes {a.compute_efficiency:.0%} of peak tensor rate and {a.bandwidth_efficiency:.0%} of bandwidth ({a.sources}); {a.launch_seconds * 1e6:.0f} us per operator; optimizer {a.optimizer}."
     )
     if c.ops_without_formula:
         lines.append(f"Ops counted as 0 FLOPs (formula failed): {', '.join(c.ops_without_formula)}.")
@@ -205,10 +201,7 @@ def fit_header(report: Report) -> list[str]:
 
 def fit_rows(report: Report) -> list[list[str]]:
     modes = [mode for mode in MODES if report.cards and mode in report.cards[0].max_batch]
-    return [
-        [f.name, f"{f.memory_bytes / 2**30:,.1f} GiB" + ("" if f.memory_basis == "usable" else " (nominal)"), *(f"{f.max_batch[mode]:,}" for mode in modes)]
-        for f in report.cards
-    ]
+    return [[f.name, f"{f.memory_bytes / 2**30:,.1f} GiB" + ("" if f.memory_basis == "usable" else " (nominal)"), *(f"{f.max_batch[mode]:,}" for mode in modes)] for f in report.cards]
 
 
 def multi_gpu_lines(report: Report) -> list[str]:
@@ -225,13 +218,16 @@ def multi_gpu_lines(report: Report) -> list[str]:
             stages = " + ".join(gib(b) for b in p.stage_bytes or [])
             lines.append(f"PIPELINE on {p.gpus} x {p.card} ({p.mode}): cut after {p.cut_after}, about {stages} at batch 1.")
         else:
-            lines.append(f"{p.strategy.upper()} on {p.gpus} x {p.card} ({p.mode}): about {gib(p.per_gpu_bytes)} per card at batch 1"
-                         + (f", up to batch {p.max_batch_per_gpu} per card." if p.max_batch_per_gpu else "."))
+            lines.append(
+                f"{p.strategy.upper()} on {p.gpus} x {p.card} ({p.mode}): about {gib(p.per_gpu_bytes)} per card at batch 1"
+                + (f", up to batch {p.max_batch_per_gpu} per card." if p.max_batch_per_gpu else ".")
+            )
     for (strategy, mode), plans in none.items():
         need = max(p.per_gpu_bytes for p in plans)
         hint = "" if report.memory is None or report.memory.assumptions is None or report.memory.assumptions.grad_checkpointing else "; --grad-checkpointing makes the activations smaller"
-        lines.append(f"{strategy.upper()} ({mode}): no number of {', '.join(p.card for p in plans)} holds batch 1: each card "
-                     f"would still keep about {gib(need)} whole (activations and scratch are not sharded){hint}.")
-    lines += [f"{strategy.upper()} is an {method}." if method.startswith("estimate") else f"{strategy.upper()}: {method}."
-              for strategy, method in methods.items()]
+        lines.append(
+            f"{strategy.upper()} ({mode}): no number of {', '.join(p.card for p in plans)} holds batch 1: each card "
+            f"would still keep about {gib(need)} whole (activations and scratch are not sharded){hint}."
+        )
+    lines += [f"{strategy.upper()} is an {method}." if method.startswith("estimate") else f"{strategy.upper()}: {method}." for strategy, method in methods.items()]
     return lines

@@ -5,7 +5,6 @@ from __future__ import annotations
 from html import escape
 
 from ..report import Report
-from .charts import batch_chart, memory_charts
 from ._common import (
     COST_HEADER,
     MEMORY_HEADER,
@@ -23,6 +22,7 @@ from ._common import (
     pct,
     shape,
 )
+from .charts import batch_chart, memory_charts
 from .verifier import context_line, counts_line
 
 
@@ -30,6 +30,7 @@ def _table(header, body) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     rows = "".join("<tr>" + "".join(f"<td>{escape(x)}</td>" for x in r) + "</tr>" for r in body)
     return f"<table><tr>{head}</tr>{rows}</table>"
+
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#1b1f24}
@@ -157,16 +158,25 @@ def _verifier(report: Report) -> list[str]:
 def _errors(report: Report) -> list[str]:
     if not report.errors:
         return []
-    return ["<h2>Sections that failed</h2><p>The rest of the report stands.</p><ul>"
-            + "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in report.errors.items()) + "</ul>"]
+    return ["<h2>Sections that failed</h2><p>The rest of the report stands.</p><ul>" + "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in report.errors.items()) + "</ul>"]
 
 
 def _warnings(report: Report) -> list[str]:
     return ["<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in report.warnings) + "</ul>"] if report.warnings else []
 
 
-RENDERERS = {"header": _header, "parameters": _parameters, "layers": _layers, "memory": _memory, "cards": _cards,
-             "multi_gpu": _multi_gpu, "cost": _cost, "verifier": _verifier, "errors": _errors, "warnings": _warnings}
+RENDERERS = {
+    "header": _header,
+    "parameters": _parameters,
+    "layers": _layers,
+    "memory": _memory,
+    "cards": _cards,
+    "multi_gpu": _multi_gpu,
+    "cost": _cost,
+    "verifier": _verifier,
+    "errors": _errors,
+    "warnings": _warnings,
+}
 
 
 def render_html(report: Report) -> str:

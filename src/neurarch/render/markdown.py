@@ -126,8 +126,18 @@ def _warnings(report: Report, max_rows) -> list[str]:
     return ["", "## Warnings", ""] + [f"- {_esc(w)}" for w in report.warnings] if report.warnings else []
 
 
-RENDERERS = {"header": _header, "parameters": _parameters, "layers": _layers, "memory": _memory, "cards": _cards,
-             "multi_gpu": _multi_gpu, "cost": _cost, "verifier": _verifier, "errors": _errors, "warnings": _warnings}
+RENDERERS = {
+    "header": _header,
+    "parameters": _parameters,
+    "layers": _layers,
+    "memory": _memory,
+    "cards": _cards,
+    "multi_gpu": _multi_gpu,
+    "cost": _cost,
+    "verifier": _verifier,
+    "errors": _errors,
+    "warnings": _warnings,
+}
 
 
 def render_markdown(report: Report, *, max_rows: int | None = None) -> str:

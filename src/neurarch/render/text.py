@@ -27,7 +27,6 @@ from ._common import (
 )
 from .verifier import section as verifier_section
 
-
 # The default text reads cleanly at 100 columns: numbers in the tables, words below them.
 WIDTH = 100
 _BOX = box.SIMPLE_HEAD
@@ -52,8 +51,7 @@ def _memory_table(con: Console, report: Report) -> None:
                 below.append(f"  {_SHORT[mode]}: not simulated: {m.errors[mode]}")
             continue
         b = x.breakdown
-        t.add_row(_SHORT[mode], _gib(x.peak_bytes), _gib(x.peak_tensor_bytes), _gib(b.weights), _gib(b.gradients), _gib(b.optimizer),
-                  _gib(b.activations), _gib(b.temporary), _gib(b.overhead))
+        t.add_row(_SHORT[mode], _gib(x.peak_bytes), _gib(x.peak_tensor_bytes), _gib(b.weights), _gib(b.gradients), _gib(b.optimizer), _gib(b.activations), _gib(b.temporary), _gib(b.overhead))
         below.append(f"  {_SHORT[mode]} peaks in {x.phase}" + (f" ({x.module})" if x.module else ""))
     con.print(t)
     for line in below:
@@ -97,8 +95,7 @@ def _cost_table(con: Console, report: Report) -> None:
         if r.step_seconds is None:
             t.add_row(r.name, run if r.fits is not False else "—", str(r.batch) if r.batch else "—", "—", "—", "—", "—", "—", flag)
             continue
-        t.add_row(r.name, run, str(r.batch), f"{r.step_seconds * 1000:,.1f} ms", hours(r.run_hours), money(r.usd),
-                  f"{100 * r.mfu:.0f} %" if r.mfu is not None else "—", r.bound or "—", flag)
+        t.add_row(r.name, run, str(r.batch), f"{r.step_seconds * 1000:,.1f} ms", hours(r.run_hours), money(r.usd), f"{100 * r.mfu:.0f} %" if r.mfu is not None else "—", r.bound or "—", flag)
     con.print(t)
     for i, note in enumerate(notes, 1):
         _para(con, f"  [{i}] {note}", indent="      ")
@@ -108,8 +105,7 @@ def _para(con: Console, text: str, indent: str = "  ", style: str | None = None)
     """One paragraph of plain text (never markup), wrapped at the console width under a hanging indent."""
     import textwrap
 
-    lines = textwrap.wrap(text, width=con.width - 1, subsequent_indent=indent, break_on_hyphens=False,
-                          break_long_words=False) or [""]
+    lines = textwrap.wrap(text, width=con.width - 1, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False) or [""]
     for line in lines:
         con.print(line, markup=False, highlight=False, style=style, overflow="ignore", crop=False)
 
@@ -129,8 +125,7 @@ def _header(con: Console, report: Report, max_rows) -> None:
 
 def _layers(con: Console, report: Report, max_rows) -> None:
     # No rules and one space between columns: names up to ~55 characters stay on one line at 100 columns.
-    t = Table(title=f"Layers ({report.structure.layers} rows, {report.structure.modules} modules)", title_justify="left", box=None,
-              padding=(0, 1, 0, 0), pad_edge=False, header_style="bold")
+    t = Table(title=f"Layers ({report.structure.layers} rows, {report.structure.modules} modules)", title_justify="left", box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold")
     shown = rows(report, max_rows)
     t.add_column("#", justify="right", no_wrap=True)
     t.add_column("name", overflow="fold")
@@ -212,8 +207,18 @@ def _warnings(con: Console, report: Report, max_rows) -> None:
         _para(con, f"warning: {w}", style="yellow")
 
 
-RENDERERS = {"header": _header, "parameters": _parameters, "layers": _layers, "memory": _memory, "cards": _cards,
-             "multi_gpu": _multi_gpu, "cost": _cost, "verifier": _verifier, "errors": _errors, "warnings": _warnings}
+RENDERERS = {
+    "header": _header,
+    "parameters": _parameters,
+    "layers": _layers,
+    "memory": _memory,
+    "cards": _cards,
+    "multi_gpu": _multi_gpu,
+    "cost": _cost,
+    "verifier": _verifier,
+    "errors": _errors,
+    "warnings": _warnings,
+}
 
 
 def render_text(report: Report, *, max_rows: int | None = None, color: bool = False, width: int | None = None) -> str:

@@ -23,7 +23,9 @@ class CostAssumptions(ReportModel):
     launch_seconds: float = Field(description="Fixed overhead per operator (kernel launch).")
     optimizer: str
     sources: str
-    work_method: str = Field("traced whole", description="How the per-op work was read: the whole model traced, or a deep model's layer stack cut to 2 and 3 repeats and extrapolated (exact for repeated layers).")
+    work_method: str = Field(
+        "traced whole", description="How the per-op work was read: the whole model traced, or a deep model's layer stack cut to 2 and 3 repeats and extrapolated (exact for repeated layers)."
+    )
 
 
 class CostCard(ReportModel):

@@ -36,5 +36,8 @@ class Report(ReportModel):
     cost: Optional[CostSection] = Field(None, description="What it costs to run (with --plan or --cost).")
     findings: list[Finding] = Field(default_factory=list, description="What the verifier says, most severe first.")
     verifier: Optional[Verifier] = Field(None, description="Counts by severity, rules run/disabled/not applicable/failed, output kind.")
-    errors: dict[str, str] = Field(default_factory=dict, description="Sections that failed, by JSON path (cost, multi_gpu, cards, verifier), each with its one-line error; the rest of the report stands. A memory mode that fails is under memory.errors.")
+    errors: dict[str, str] = Field(
+        default_factory=dict,
+        description="Sections that failed, by JSON path (cost, multi_gpu, cards, verifier), each with its one-line error; the rest of the report stands. A memory mode that fails is under memory.errors.",
+    )
     warnings: list[str] = Field(default_factory=list)

@@ -127,10 +127,7 @@ def check_remote_code(config: dict, model_id: str, trust_remote_code: bool) -> l
         return []
     native, why = _native(config)
     if native is not None:
-        return [
-            f"the repo's own code (auto_map) was not used: transformers' native {config['model_type']} "
-            f"implementation was built ({native})"
-        ]
+        return [f"the repo's own code (auto_map) was not used: transformers' native {config['model_type']} implementation was built ({native})"]
     if not trust_remote_code:
         raise RemoteCodeError(model_id, why)
     return []

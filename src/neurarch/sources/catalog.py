@@ -130,8 +130,5 @@ def load(spec: str) -> ModelSource | None:
         checkpoint=ckpt,
     )
     if entry.tier == "C":
-        src.notes.append(
-            "catalog config is reconstructed (tier C) from the transformers config class with the published "
-            "layout: structure fields are right, the key set is not the published file's"
-        )
+        src.notes.append("catalog config is reconstructed (tier C) from the transformers config class with the published layout: structure fields are right, the key set is not the published file's")
     return src

@@ -170,11 +170,7 @@ def _download_config(repo_id: str, revision: str | None, offline: bool) -> Path:
     from huggingface_hub import hf_hub_download
 
     with _quiet():
-        return Path(
-            hf_hub_download(
-                repo_id, CONFIG_NAME, revision=revision, local_files_only=offline, etag_timeout=_timeout()
-            )
-        )
+        return Path(hf_hub_download(repo_id, CONFIG_NAME, revision=revision, local_files_only=offline, etag_timeout=_timeout()))
 
 
 def _commit_of(path: Path, revision: str | None) -> str | None:
@@ -189,9 +185,7 @@ def _commit_of(path: Path, revision: str | None) -> str | None:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "neurarch"
-    )
+    root = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "neurarch")
     return Path(root) / "hub-safetensors-headers"
 
 
@@ -263,9 +257,7 @@ def _checkpoint(repo_id: str, sha: str | None, offline: bool, notes: list[str]) 
         return None
     files = entry["files"]
     names = ", ".join(files[:3]) + (" ..." if len(files) > 3 else "")
-    return safetensors_header.summarize(
-        entry["tensors"], f"safetensors headers on the Hugging Face Hub, {repo_id}@{sha[:12]} ({names})"
-    )
+    return safetensors_header.summarize(entry["tensors"], f"safetensors headers on the Hugging Face Hub, {repo_id}@{sha[:12]} ({names})")
 
 
 # --------------------------------------------------------------------------- entry point

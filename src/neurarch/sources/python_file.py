@@ -51,7 +51,7 @@ def parse(spec: str) -> tuple[Path, str]:
     The factory is what follows the *last* colon, so a Windows path
     (``python:C:\\models\\net.py:Net``) still parses.
     """
-    rest = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
+    rest = spec[len(PREFIX) :] if spec.startswith(PREFIX) else spec
     file_part, sep, name = rest.rpartition(":")
     if not sep or not file_part or not name:
         raise SourceNotFoundError(spec, f"no factory named; {USAGE}")
@@ -152,16 +152,12 @@ def find_factory(module: ModuleType, name: str, path: Path, spec: str) -> Callab
         raise SourceNotFoundError(spec, f"{path} has no {name!r}{hint}")
     factory = getattr(module, name)
     if isinstance(factory, nn.Module):
-        raise SourceNotFoundError(
-            spec, f"{name} in {path} is a module instance; name the class or a function that builds it (it is rebuilt on the meta device)"
-        )
+        raise SourceNotFoundError(spec, f"{name} in {path} is a module instance; name the class or a function that builds it (it is rebuilt on the meta device)")
     if not callable(factory):
         raise SourceNotFoundError(spec, f"{name} in {path} is a {type(factory).__name__}, not a class or function")
     required = _required_args(factory)
     if required:
-        raise SourceNotFoundError(
-            spec, f"{name} needs arguments ({', '.join(required)}); point at a function that takes none and returns the model"
-        )
+        raise SourceNotFoundError(spec, f"{name} needs arguments ({', '.join(required)}); point at a function that takes none and returns the model")
     return factory
 
 

@@ -44,7 +44,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ..errors import VisionUnavailableError, NeurarchError, SourceNotFoundError
+from ..errors import SourceNotFoundError, VisionUnavailableError
 from .base import Factored, ModelSource
 
 INSTALL_HINT = "pip install torch==2.14.1 torchvision==0.29.1 && pip install -e '.[vision]'"
@@ -292,10 +292,7 @@ def _load_torchvision(spec: str, name: str) -> ModelSource:
             except Exception as e:
                 if _needs_data(e):
                     raise  # _meta_factory retries the whole build
-                build_notes.append(
-                    f"building as {weights} failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
-                    "built with weights=None, the builder's untrained defaults"
-                )
+                build_notes.append(f"building as {weights} failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); built with weights=None, the builder's untrained defaults")
         else:
             build_notes.append("built with weights=None, the builder's untrained defaults")
         return builder(weights=None, **extra)

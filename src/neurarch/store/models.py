@@ -1,5 +1,7 @@
 """Every ORM model module of the store, imported once so that
 ``Base.metadata`` is complete (Alembic's ``env.py`` imports this module)."""
 
-from . import reports  # noqa: F401  the web app's result cache and permalinks
-from . import changes  # noqa: F401  the revision tracker's repos, revisions, file ids and changes
+from . import (
+    changes,  # noqa: F401  the revision tracker's repos, revisions, file ids and changes
+    reports,  # noqa: F401  the web app's result cache and permalinks
+)

@@ -46,9 +46,7 @@ def _now() -> _dt.datetime:
 
 class StoredReport(Base):
     __tablename__ = "reports"
-    __table_args__ = (
-        UniqueConstraint("source", "revision", "options_hash", "code_fingerprint", "library_versions", name="uq_reports_key"),
-    )
+    __table_args__ = (UniqueConstraint("source", "revision", "options_hash", "code_fingerprint", "library_versions", name="uq_reports_key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     source: Mapped[str] = mapped_column(String(512))
@@ -100,16 +98,22 @@ def get_report(engine, key: ReportKey) -> str | None:
         return row
 
 
-def put_report(engine, key: ReportKey, options: dict, report_json: str, *, resolved_revision: str | None = None,
-               seconds: float | None = None) -> None:
+def put_report(engine, key: ReportKey, options: dict, report_json: str, *, resolved_revision: str | None = None, seconds: float | None = None) -> None:
     """Store a report under ``key``; a report already there (another process won the race) is kept."""
     with session(engine) as s:
-        s.add(StoredReport(
-            source=key.source, revision=key.revision, options_hash=key.options_hash,
-            code_fingerprint=key.code_fingerprint, library_versions=key.library_versions,
-            resolved_revision=resolved_revision, options_json=canonical_json(options),
-            report_json=report_json, compute_seconds=seconds,
-        ))
+        s.add(
+            StoredReport(
+                source=key.source,
+                revision=key.revision,
+                options_hash=key.options_hash,
+                code_fingerprint=key.code_fingerprint,
+                library_versions=key.library_versions,
+                resolved_revision=resolved_revision,
+                options_json=canonical_json(options),
+                report_json=report_json,
+                compute_seconds=seconds,
+            )
+        )
         try:
             s.commit()
         except IntegrityError:

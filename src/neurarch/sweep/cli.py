@@ -25,8 +25,7 @@ from pathlib import Path
 from ..errors import NeurarchError
 
 EXIT_SOME_FAILED = 3
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-          "t": 1000**4, "tb": 1000**4, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 PRELOAD = ("torch", "transformers", "neurarch.pipeline")  # imported once per worker; each model forks warm
 MARGIN_S = 30.0  # the process is killed this long after --timeout: the pipeline's own limit answers first
 
@@ -55,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="neurarch-trace sweep",
         description="Analyse many models, each in its own process under a time and a memory limit, on a local "
-                    "dask cluster or an existing one; results go to a JSON-lines file as they finish (resumable).",
+        "dask cluster or an existing one; results go to a JSON-lines file as they finish (resumable).",
     )
     p.add_argument("models", nargs="*", metavar="MODEL", help="hub id, catalog id, config.json, model folder, timm:NAME ...")
     p.add_argument("--ids-file", metavar="PATH", help="more models, one per line (# starts a comment)")
@@ -124,10 +123,20 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(f"{rec.status:8s} {rec.key}  {rec.seconds:.1f} s  {_summary(rec)}", flush=True)
 
-    records = run_sweep(models, job=functools.partial(analyze_model, options=opts), results_path=out,
-                        time_limit_s=opts.time_limit_s + MARGIN_S, memory_limit_bytes=memory, grace_s=args.grace,
-                        scheduler=args.scheduler, workers=workers, resume=not args.no_resume, retry_failed=args.retry_failed,
-                        preload=PRELOAD, on_record=show)
+    records = run_sweep(
+        models,
+        job=functools.partial(analyze_model, options=opts),
+        results_path=out,
+        time_limit_s=opts.time_limit_s + MARGIN_S,
+        memory_limit_bytes=memory,
+        grace_s=args.grace,
+        scheduler=args.scheduler,
+        workers=workers,
+        resume=not args.no_resume,
+        retry_failed=args.retry_failed,
+        preload=PRELOAD,
+        on_record=show,
+    )
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1

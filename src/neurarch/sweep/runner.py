@@ -57,8 +57,7 @@ def _supervisor(preload: tuple[str, ...], env: dict[str, str]) -> Supervisor:
         return sup
 
 
-def run_item(job: Callable[[Any], Any], item: Any, key: str, time_limit_s: float, memory_limit_bytes: int | None,
-             grace_s: float, preload: tuple[str, ...], env: dict[str, str]) -> dict:
+def run_item(job: Callable[[Any], Any], item: Any, key: str, time_limit_s: float, memory_limit_bytes: int | None, grace_s: float, preload: tuple[str, ...], env: dict[str, str]) -> dict:
     """One item, as a dask task: ``job(item)`` in a supervised process; the record as a dict."""
     where = f"{socket.gethostname()}:{os.getpid()}"
     try:
@@ -79,9 +78,19 @@ def run_item(job: Callable[[Any], Any], item: Any, key: str, time_limit_s: float
         progress = repr(progress)[:2000]
     if status == "crash" and not error and out.stderr_tail:
         error = out.stderr_tail[-1]
-    return SweepRecord(key, item, status, value=value, error=error, seconds=out.seconds,
-                       peak_rss_bytes=out.peak_rss_bytes, progress=progress, exit_code=out.exit_code,
-                       stderr_tail=[line[:300] for line in out.stderr_tail[-5:]], worker=where).__dict__
+    return SweepRecord(
+        key,
+        item,
+        status,
+        value=value,
+        error=error,
+        seconds=out.seconds,
+        peak_rss_bytes=out.peak_rss_bytes,
+        progress=progress,
+        exit_code=out.exit_code,
+        stderr_tail=[line[:300] for line in out.stderr_tail[-5:]],
+        worker=where,
+    ).__dict__
 
 
 def _check(items: list, keys: list[str], time_limit_s: float, workers: int) -> None:
@@ -96,11 +105,22 @@ def _check(items: list, keys: list[str], time_limit_s: float, workers: int) -> N
         seen.add(k)
 
 
-def iter_sweep(items: Iterable[Any], *, job: Callable[[Any], Any], results_path: str | os.PathLike,
-               time_limit_s: float, memory_limit_bytes: int | None = None, grace_s: float = GRACE_S,
-               scheduler: str | None = None, workers: int | None = None, resume: bool = True,
-               preload: Sequence[str] = (), env: dict[str, str] | None = None,
-               key: Callable[[Any], str] = item_key, retry_failed: bool = False) -> Iterator[SweepRecord]:
+def iter_sweep(
+    items: Iterable[Any],
+    *,
+    job: Callable[[Any], Any],
+    results_path: str | os.PathLike,
+    time_limit_s: float,
+    memory_limit_bytes: int | None = None,
+    grace_s: float = GRACE_S,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    resume: bool = True,
+    preload: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    key: Callable[[Any], str] = item_key,
+    retry_failed: bool = False,
+) -> Iterator[SweepRecord]:
     """Run the items not yet in ``results_path``; yield each record as it finishes (and as it is written).
 
     ``retry_failed``: also run again the items whose record is not ``ok`` (the new line wins on reading).
@@ -123,15 +143,12 @@ def iter_sweep(items: Iterable[Any], *, job: Callable[[Any], Any], results_path:
 
     cluster = None
     if scheduler is None:
-        cluster = LocalCluster(n_workers=min(workers, len(todo)), threads_per_worker=1, processes=True,
-                               memory_limit=0, host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
+        cluster = LocalCluster(n_workers=min(workers, len(todo)), threads_per_worker=1, processes=True, memory_limit=0, host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
     client = Client(cluster if cluster is not None else scheduler)
     try:
         args = (float(time_limit_s), memory_limit_bytes, float(grace_s), tuple(preload), dict(env or {}))
         run = uuid.uuid4().hex[:12]  # task keys unique on a shared scheduler
-        futures = {client.submit(run_item, job, i, k, *args, key=f"neurarch-sweep-{run}-{n}",
-                                 pure=False, retries=0): (k, i)
-                   for n, (k, i) in enumerate(todo)}
+        futures = {client.submit(run_item, job, i, k, *args, key=f"neurarch-sweep-{run}-{n}", pure=False, retries=0): (k, i) for n, (k, i) in enumerate(todo)}
         for fut in as_completed(futures):
             k, i = futures[fut]
             try:
@@ -148,21 +165,43 @@ def iter_sweep(items: Iterable[Any], *, job: Callable[[Any], Any], results_path:
             cluster.close()
 
 
-def run_sweep(items: Iterable[Any], *, job: Callable[[Any], Any], results_path: str | os.PathLike,
-              time_limit_s: float, memory_limit_bytes: int | None = None, grace_s: float = GRACE_S,
-              scheduler: str | None = None, workers: int | None = None, resume: bool = True,
-              preload: Sequence[str] = (), env: dict[str, str] | None = None,
-              key: Callable[[Any], str] = item_key, retry_failed: bool = False,
-              on_record: Callable[[SweepRecord], None] | None = None) -> list[SweepRecord]:
+def run_sweep(
+    items: Iterable[Any],
+    *,
+    job: Callable[[Any], Any],
+    results_path: str | os.PathLike,
+    time_limit_s: float,
+    memory_limit_bytes: int | None = None,
+    grace_s: float = GRACE_S,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    resume: bool = True,
+    preload: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    key: Callable[[Any], str] = item_key,
+    retry_failed: bool = False,
+    on_record: Callable[[SweepRecord], None] | None = None,
+) -> list[SweepRecord]:
     """Run every item not yet in ``results_path``; all the items' records (earlier ones too), in the items' order.
 
     ``on_record`` is called with each new record as it finishes (to print progress).
     """
     items = list(items)
-    for rec in iter_sweep(items, job=job, results_path=results_path, time_limit_s=time_limit_s,
-                          memory_limit_bytes=memory_limit_bytes, grace_s=grace_s, scheduler=scheduler,
-                          workers=workers, resume=resume, preload=preload, env=env, key=key,
-                          retry_failed=retry_failed):
+    for rec in iter_sweep(
+        items,
+        job=job,
+        results_path=results_path,
+        time_limit_s=time_limit_s,
+        memory_limit_bytes=memory_limit_bytes,
+        grace_s=grace_s,
+        scheduler=scheduler,
+        workers=workers,
+        resume=resume,
+        preload=preload,
+        env=env,
+        key=key,
+        retry_failed=retry_failed,
+    ):
         if on_record is not None:
             on_record(rec)
     done = read_results(results_path)

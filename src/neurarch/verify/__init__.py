@@ -26,12 +26,11 @@ Public face:
       my_rules = "my_package.neurarch_rules"      # a module using @neurarch.verify.rule
 """
 
+from ..report.verify import SEVERITIES, Finding, RuleFailure, Verifier
+from . import rules as _builtin_rules  # noqa: E402,F401  (registers the built-in rules)
 from .context import CheckContext, NotApplicable
 from .engine import VerifyResult, list_rules, parse_disable, run
 from .registry import ENTRY_POINT_GROUP, REGISTRY, Hit, Registry, Rule, load_entry_point_rules, rule
-from ..report.verify import SEVERITIES, Finding, RuleFailure, Verifier
-
-from . import rules as _builtin_rules  # noqa: E402,F401  (registers the built-in rules)
 
 __all__ = [
     "CheckContext",

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ..errors import UnknownRuleError
+from ..report.verify import SEVERITIES, Finding, RuleFailure, Verifier
 from .context import CheckContext, NotApplicable
 from .registry import REGISTRY, Hit, Registry, Rule
-from ..report.verify import SEVERITIES, Finding, RuleFailure, Verifier
 
 _SEVERITY_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 

@@ -18,8 +18,6 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from typing import TYPE_CHECKING
-
 if TYPE_CHECKING:
     from torch import nn
 else:  # imported on first use: listing the rules must not import torch
@@ -97,7 +95,7 @@ def linear_dims(module: nn.Module) -> Optional[tuple[int, int]]:
         return module.in_features, module.out_features
     if type(module).__name__ == "Conv1D" and hasattr(module, "nf"):  # transformers GPT-2: weight is (in, out)
         w: Any = getattr(module, "weight", None)
-        return (int(w.shape[0]), int(getattr(module, "nf"))) if w is not None else None
+        return (int(w.shape[0]), int(module.nf)) if w is not None else None
     base = getattr(module, "base_layer", None)  # peft LoRA layer wraps the Linear
     if isinstance(base, nn.Module) and base is not module:
         return linear_dims(base)

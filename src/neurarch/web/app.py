@@ -34,7 +34,7 @@ from ..store import reports as store
 from ..store.db import connect
 from . import options as O
 from . import pages
-from .errors import ApiError, ErrorResponse, from_exception, openapi_responses
+from .errors import ApiError, from_exception, openapi_responses
 from .ids import check_model_id
 from .pool import Pool, worker_env
 
@@ -187,14 +187,18 @@ class AccessLog:
             await self.app(scope, receive, watch)
         finally:
             route = scope.get("route")
-            access_log.info(json.dumps({
-                "route": getattr(route, "path", None) or scope.get("path"),
-                "method": scope.get("method"),
-                "path": scope.get("path"),
-                "status": status["code"],
-                "ms": round((time.perf_counter() - started) * 1000, 2),
-                "cache": scope["state"].get("cache", "-"),
-            }))
+            access_log.info(
+                json.dumps(
+                    {
+                        "route": getattr(route, "path", None) or scope.get("path"),
+                        "method": scope.get("method"),
+                        "path": scope.get("path"),
+                        "status": status["code"],
+                        "ms": round((time.perf_counter() - started) * 1000, 2),
+                        "cache": scope["state"].get("cache", "-"),
+                    }
+                )
+            )
 
 
 class RenderedPages:
@@ -220,8 +224,7 @@ class RenderedPages:
         old = self.pages.pop(key, None)
         if old is not None:
             self.bytes -= len(old[0])
-        headers = [(b"content-type", media_type.encode("latin-1")), (b"content-length", str(len(body)).encode()),
-                   (b"x-neurarch-cache", b"hit")]
+        headers = [(b"content-type", media_type.encode("latin-1")), (b"content-length", str(len(body)).encode()), (b"x-neurarch-cache", b"hit")]
         self.pages[key] = (body, headers, route)
         self.bytes += len(body)
         while self.pages and (len(self.pages) > self.max_items or self.bytes > self.max_bytes):
@@ -252,8 +255,7 @@ class PageCache:
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 await send({"type": "http.response.body", "body": body})
                 if access_log.isEnabledFor(logging.INFO):
-                    access_log.info(json.dumps({"route": route, "method": "GET", "path": scope["path"], "status": 200,
-                                                "ms": round((time.perf_counter() - started) * 1000, 2), "cache": "hit"}))
+                    access_log.info(json.dumps({"route": route, "method": "GET", "path": scope["path"], "status": 200, "ms": round((time.perf_counter() - started) * 1000, 2), "cache": "hit"}))
                 return
         await self.app(scope, receive, send)
 
@@ -274,13 +276,25 @@ def _wants_json(request: Request) -> bool:
 def _query_params_doc():
     """A dependency whose signature lists every option as a query parameter (for
     OpenAPI and validation of types); the values are read from the query string."""
-    types_ = {"int": Optional[int], "float": Optional[float], "bool": Optional[bool], "str": Optional[str],
-              "list[str]": Optional[list[str]], "list[int]": Optional[list[str]], "dict": Optional[list[str]]}
+    types_ = {
+        "int": Optional[int],
+        "float": Optional[float],
+        "bool": Optional[bool],
+        "str": Optional[str],
+        "list[str]": Optional[list[str]],
+        "list[int]": Optional[list[str]],
+        "dict": Optional[list[str]],
+    }
     params = [
-        inspect.Parameter("revision", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                          default=Query(None, max_length=255, description="Hub revision (branch, tag or commit); skips the bundled catalog")),
-        inspect.Parameter("format", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Literal["html", "md", "json"]],
-                          default=Query(None, description="html (default), md or json; for ids that end in a dot-suffix")),
+        inspect.Parameter(
+            "revision", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=Query(None, max_length=255, description="Hub revision (branch, tag or commit); skips the bundled catalog")
+        ),
+        inspect.Parameter(
+            "format",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Optional[Literal["html", "md", "json"]],
+            default=Query(None, description="html (default), md or json; for ids that end in a dot-suffix"),
+        ),
     ]
     for f in O.fields():
         desc = f.help
@@ -288,8 +302,7 @@ def _query_params_doc():
             desc += " (comma-separated or repeated)"
         elif f.kind == "dict":
             desc += " (NAME=VALUE, comma-separated or repeated)"
-        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=types_[f.kind],
-                                        default=Query(None, description=desc or None)))
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=types_[f.kind], default=Query(None, description=desc or None)))
 
     def dep(**_kw):
         return None
@@ -314,8 +327,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         engine = s.engine if s.engine is not None else await run_in_threadpool(connect, s.db_url)
-        pool = Pool(s.workers, time_limit_s=s.time_limit_s, memory_limit_bytes=int(s.memory_limit_gib * (1 << 30)),
-                    queue_size=s.queue_size, env={**worker_env(), **s.worker_env})
+        pool = Pool(s.workers, time_limit_s=s.time_limit_s, memory_limit_bytes=int(s.memory_limit_gib * (1 << 30)), queue_size=s.queue_size, env={**worker_env(), **s.worker_env})
         await pool.start()
         from .service import Service
 
@@ -339,7 +351,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="neurarch",
         version=__version__,
         description="Rebuild a model from its config on fake tensors (no weights read): layers, exact parameter counts, "
-        "GPU memory per training mode, what fits on which card, cost. Every error: {\"error\": {\"code\", \"message\", \"field\"}}.",
+        'GPU memory per training mode, what fits on which card, cost. Every error: {"error": {"code", "message", "field"}}.',
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
@@ -358,10 +370,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.error("internal error on %s: %s", request.url.path, err.message)
         if _wants_json(request):
             return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
-        titles = {400: "That input is not something neurarch can use", 404: "No such model", 413: "Too large",
-                  422: "That input does not validate", 429: "Busy", 503: "The Hub is unreachable", 504: "Took too long"}
-        html = pages.env().get_template("error.html").render(
-            base="", status=err.status, title=titles.get(err.status, "Something went wrong"), message=err.message, field=err.field)
+        titles = {
+            400: "That input is not something neurarch can use",
+            404: "No such model",
+            413: "Too large",
+            422: "That input does not validate",
+            429: "Busy",
+            503: "The Hub is unreachable",
+            504: "Took too long",
+        }
+        html = pages.env().get_template("error.html").render(base="", status=err.status, title=titles.get(err.status, "Something went wrong"), message=err.message, field=err.field)
         return HTMLResponse(html, status_code=err.status, headers=err.headers)
 
     @app.exception_handler(ApiError)
@@ -403,8 +421,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         note_cache(request, res.cache)
         return res
 
-    def render(request: Request, res, fmt: str, *, values: dict, revision: str | None, twin_base: str,
-               query: str, permalink: str | None = None) -> Response:
+    def render(request: Request, res, fmt: str, *, values: dict, revision: str | None, twin_base: str, query: str, permalink: str | None = None) -> Response:
         headers = {"X-Neurarch-Cache": res.cache}
         if fmt == "json":
             return Response(res.json if res.json.endswith("\n") else res.json + "\n", media_type="application/json", headers=headers)
@@ -426,8 +443,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def keep_page(request: Request, response: Response) -> Response:
         if response.status_code == 200 and request.method == "GET":
             route = getattr(request.scope.get("route"), "path", None) or request.url.path
-            rendered.keep(request.scope["path"], request.scope.get("query_string", b""), bytes(response.body),
-                          response.headers.get("content-type", response.media_type), route)
+            rendered.keep(request.scope["path"], request.scope.get("query_string", b""), bytes(response.body), response.headers.get("content-type", response.media_type), route)
         return response
 
     stored_permalinks: set[str] = set()  # ids this process has stored (or found stored): no database write again
@@ -452,8 +468,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         es = list(entries().values())
         return HTMLResponse(pages.env().get_template("index.html").render(base="", entries=es))
 
-    @app.get("/models", summary="Form target: redirects to /models/{id}", responses=openapi_responses(400, html=True), status_code=303,
-             response_class=RedirectResponse)
+    @app.get("/models", summary="Form target: redirects to /models/{id}", responses=openapi_responses(400, html=True), status_code=303, response_class=RedirectResponse)
     async def models_form(id: str = Query(..., max_length=200)):
         model_id = check_model_id(id.strip())
         return RedirectResponse(f"/models/{model_id}", status_code=303)
@@ -464,10 +479,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get(
         "/models/{model_id:path}",
         summary="One model: the plan page, or its Markdown (.md) / Index JSON (.json) twin",
-        description="Every plan option is a query parameter (the CLI's flags). The .json twin equals "
-        "`neurarch-trace ID --plan --format json` with the same options, apart from the `seconds` fields.",
-        responses={200: {"content": {"text/html": {}, "text/markdown": {}, "application/json": {"schema": {"$ref": "#/components/schemas/Report"}}},
-                         "description": "The page, or its twin"}, **openapi_responses(400, 404, 422, 429, 503, 504, html=True)},
+        description="Every plan option is a query parameter (the CLI's flags). The .json twin equals `neurarch-trace ID --plan --format json` with the same options, apart from the `seconds` fields.",
+        responses={
+            200: {"content": {"text/html": {}, "text/markdown": {}, "application/json": {"schema": {"$ref": "#/components/schemas/Report"}}}, "description": "The page, or its twin"},
+            **openapi_responses(400, 404, 422, 429, 503, 504, html=True),
+        },
         response_class=HTMLResponse,
     )
     async def model_page(request: Request, model_id: str, _doc=Depends(query_doc)):
@@ -481,10 +497,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         query = "&".join(p for p in query.split("&") if p and not p.startswith("format="))
         return keep_page(request, render(request, res, fmt, values=values, revision=revision, twin_base=f"/models/{raw}", query=query))
 
-    @app.get("/badge/{model_id:path}/{kind}.json", response_model=Badge, response_model_exclude_none=True,
-             summary="A shields.io endpoint badge: params, fits, verifier or changes (what changed upstream)",
-             description="Errors about the model itself (not found, unreachable Hub, time limit) are a badge with isError.",
-             responses=openapi_responses(400, 404, 422, 429))
+    @app.get(
+        "/badge/{model_id:path}/{kind}.json",
+        response_model=Badge,
+        response_model_exclude_none=True,
+        summary="A shields.io endpoint badge: params, fits, verifier or changes (what changed upstream)",
+        description="Errors about the model itself (not found, unreachable Hub, time limit) are a badge with isError.",
+        responses=openapi_responses(400, 404, 422, 429),
+    )
     async def badge(request: Request, model_id: str, kind: str, _doc=Depends(query_doc)):
         if kind not in BADGE_KINDS:
             raise ApiError(400, "bad_option", f"unknown badge {kind!r}; choose one of {', '.join(BADGE_KINDS)}", "kind")
@@ -506,18 +526,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def paste_form():
         return HTMLResponse(pages.env().get_template("paste.html").render(base="", fields=pages.form_fields({}), config_text="", error=None))
 
-    _paste_form = {"type": "object", "required": ["config"],
-                   "properties": {"config": {"type": "string", "description": "The config.json text"}},
-                   "additionalProperties": {"type": "string", "description": "A plan option (the /models query parameters)"}}
+    _paste_form = {
+        "type": "object",
+        "required": ["config"],
+        "properties": {"config": {"type": "string", "description": "The config.json text"}},
+        "additionalProperties": {"type": "string", "description": "A plan option (the /models query parameters)"},
+    }
 
-    @app.post("/paste", summary="Store a pasted config with its options; redirects to its permalink",
-              responses={303: {"description": "Stored: redirects to the permalink /p/{hash}"},
-                         **openapi_responses(400, 413, 422, html=True)}, response_class=HTMLResponse,
-              openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/x-www-form-urlencoded": {"schema": _paste_form},
-                  "multipart/form-data": {"schema": {**_paste_form, "required": [],
-                                                     "properties": {**_paste_form["properties"],
-                                                                    "file": {"type": "string", "format": "binary"}}}}}}})
+    @app.post(
+        "/paste",
+        summary="Store a pasted config with its options; redirects to its permalink",
+        responses={303: {"description": "Stored: redirects to the permalink /p/{hash}"}, **openapi_responses(400, 413, 422, html=True)},
+        response_class=HTMLResponse,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/x-www-form-urlencoded": {"schema": _paste_form},
+                    "multipart/form-data": {"schema": {**_paste_form, "required": [], "properties": {**_paste_form["properties"], "file": {"type": "string", "format": "binary"}}}},
+                },
+            }
+        },
+    )
     async def paste_submit(request: Request):
         form = await request.form()
         text = ""
@@ -540,9 +570,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pid = await keep_permalink(config, values)
         return RedirectResponse(f"/p/{pid}", status_code=303)
 
-    @app.get("/p/{pid}", response_class=HTMLResponse, summary="A pasted config's permalink page (.md / .json twins)",
-             responses={200: {"content": {"text/html": {}, "text/markdown": {}, "application/json": {"schema": {"$ref": "#/components/schemas/Report"}}},
-                              "description": "The page, or its twin"}, **openapi_responses(400, 404, 422, 429, 503, 504, html=True)})
+    @app.get(
+        "/p/{pid}",
+        response_class=HTMLResponse,
+        summary="A pasted config's permalink page (.md / .json twins)",
+        responses={
+            200: {"content": {"text/html": {}, "text/markdown": {}, "application/json": {"schema": {"$ref": "#/components/schemas/Report"}}}, "description": "The page, or its twin"},
+            **openapi_responses(400, 404, 422, 429, 503, 504, html=True),
+        },
+    )
     async def permalink(request: Request, pid: str):
         raw, fmt = _split_format(pid, request.query_params.get("format"))
         if not (len(raw) == 64 and all(c in "0123456789abcdef" for c in raw)):
@@ -575,9 +611,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return HTMLResponse(pages.env().get_template("docs.html").render(base="", **_docs_context(app.openapi())))
 
     # ------------------------------------------------------------ API
-    @app.post("/api/v1/plan", summary="The Report JSON of a model id or a config object",
-              responses={200: {"model": Report, "description": "The Index JSON (docs/json.md)"},
-                         **openapi_responses(400, 404, 413, 422, 429, 503, 504)})
+    @app.post(
+        "/api/v1/plan",
+        summary="The Report JSON of a model id or a config object",
+        responses={200: {"model": Report, "description": "The Index JSON (docs/json.md)"}, **openapi_responses(400, 404, 413, 422, 429, 503, 504)},
+    )
     async def api_plan(request: Request, body: PlanRequest = Body(...)) -> Report:
         if (body.model is None) == (body.config is None):
             raise ApiError(422, "invalid", "give exactly one of model (an id) or config (a config.json object)", "model")
@@ -595,9 +633,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             headers = {"X-Neurarch-Cache": res.cache, "Link": f'</p/{pid}>; rel="permalink"'}
         return Response(res.json, media_type="application/json", headers=headers)  # type: ignore[return-value]
 
-    @app.post("/api/v1/paste", status_code=201, response_model=PasteResponse, summary="Store a config and options under a permalink",
-              description="Returns at once; the server computes the report in the background, so the permalink is ready soon after.",
-              responses=openapi_responses(400, 413, 422))
+    @app.post(
+        "/api/v1/paste",
+        status_code=201,
+        response_model=PasteResponse,
+        summary="Store a config and options under a permalink",
+        description="Returns at once; the server computes the report in the background, so the permalink is ready soon after.",
+        responses=openapi_responses(400, 413, 422),
+    )
     async def api_paste(body: PasteRequest):
         values = O.normalize(body.options.model_dump())
         check_config(body.config)
@@ -616,11 +659,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def status():
         st = state["pool"].stats()
         stored = await run_in_threadpool(store.count_reports, state["engine"])
-        return Status(version=__version__, computed=state["service"].computed, reports_stored=stored, warm=state.get("warm"),
-                      **{**st, "worker_rss_bytes": {str(k): v for k, v in st["worker_rss_bytes"].items()}})
+        return Status(
+            version=__version__, computed=state["service"].computed, reports_stored=stored, warm=state.get("warm"), **{**st, "worker_rss_bytes": {str(k): v for k, v in st["worker_rss_bytes"].items()}}
+        )
 
     # Revision tracker routes (neurarch.web.changes_routes) are included here:
     from .changes_routes import router as changes_router
+
     app.include_router(changes_router)
 
     app.add_middleware(BodyLimit, limit=s.body_limit)
@@ -724,10 +769,18 @@ def _warm_sweep(engine, todo: list[dict], values: dict, s: Settings, env: dict, 
     from .worker import warm_job
 
     with tempfile.TemporaryDirectory(prefix="neurarch-warm-") as tmp:
-        records = iter_sweep(todo, job=warm_job, results_path=Path(tmp) / "warm.jsonl", time_limit_s=s.time_limit_s,
-                             memory_limit_bytes=int(s.memory_limit_gib * (1 << 30)), workers=1, resume=False,
-                             preload=("neurarch.web.worker", "torch", "transformers", "neurarch.pipeline"), env=env,
-                             key=lambda item: item["id"])
+        records = iter_sweep(
+            todo,
+            job=warm_job,
+            results_path=Path(tmp) / "warm.jsonl",
+            time_limit_s=s.time_limit_s,
+            memory_limit_bytes=int(s.memory_limit_gib * (1 << 30)),
+            workers=1,
+            resume=False,
+            preload=("neurarch.web.worker", "torch", "transformers", "neurarch.pipeline"),
+            env=env,
+            key=lambda item: item["id"],
+        )
         for rec in records:
             if counts.get("stop"):
                 records.close()  # the sweep's cluster is closed
@@ -735,8 +788,7 @@ def _warm_sweep(engine, todo: list[dict], values: dict, s: Settings, env: dict, 
             answer = rec.value if rec.ok else None
             if answer and answer[0] == "ok":
                 _, text, seconds, revision = answer
-                store.put_report(engine, store.ReportKey.make(rec.key, None, values), values, text,
-                                 resolved_revision=revision, seconds=seconds)
+                store.put_report(engine, store.ReportKey.make(rec.key, None, values), values, text, resolved_revision=revision, seconds=seconds)
                 counts["done"] += 1
             else:
                 counts["failed"] += 1
@@ -752,15 +804,32 @@ def _docs_context(spec: dict) -> dict:
             for p in op.get("parameters", []):
                 sch = p.get("schema", {})
                 typ = sch.get("type") or " | ".join(x.get("type", "?") for x in sch.get("anyOf", []) if x.get("type") != "null") or "?"
-                params.append({"name": p["name"], "where": p.get("in"), "type": typ, "required": p.get("required", False),
-                               "default": "" if sch.get("default") is None else sch.get("default"), "description": p.get("description", "")})
+                params.append(
+                    {
+                        "name": p["name"],
+                        "where": p.get("in"),
+                        "type": typ,
+                        "required": p.get("required", False),
+                        "default": "" if sch.get("default") is None else sch.get("default"),
+                        "description": p.get("description", ""),
+                    }
+                )
             body = None
             content = (op.get("requestBody") or {}).get("content", {})
             for media in content.values():
                 ref = media.get("schema", {}).get("$ref", "")
                 body = ref.rsplit("/", 1)[-1] or "object"
-            ops.append({"id": op.get("operationId", path), "method": method.upper(), "path": path, "summary": op.get("summary"),
-                        "description": op.get("description"), "params": params, "body": body,
-                        "responses": [(code, r.get("description", "")) for code, r in op.get("responses", {}).items()]})
+            ops.append(
+                {
+                    "id": op.get("operationId", path),
+                    "method": method.upper(),
+                    "path": path,
+                    "summary": op.get("summary"),
+                    "description": op.get("description"),
+                    "params": params,
+                    "body": body,
+                    "responses": [(code, r.get("description", "")) for code, r in op.get("responses", {}).items()],
+                }
+            )
     schemas = sorted((k, json.dumps(v, indent=2)) for k, v in spec.get("components", {}).get("schemas", {}).items())
     return {"spec": spec, "ops": ops, "schemas": schemas}

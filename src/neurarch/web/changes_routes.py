@@ -77,8 +77,7 @@ def _index(engine) -> list[dict]:
     out = []
     for name, source in names:
         h = storage.stored_history(name, source, engine=engine)
-        out.append({"repo": name, "source": source, "revisions": len(h.revisions), "changes": len(h.changes),
-                    "latest": h.changes[0].summary if h.changes else "—"})
+        out.append({"repo": name, "source": source, "revisions": len(h.revisions), "changes": len(h.changes), "latest": h.changes[0].summary if h.changes else "—"})
     return out
 
 

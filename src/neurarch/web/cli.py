@@ -62,10 +62,18 @@ def main(argv: list[str] | None = None) -> int:
         lg.handlers = [handler]
         lg.setLevel(logging.INFO)
         lg.propagate = False
-    app = create_app(Settings(
-        db_url=args.db, workers=args.workers, time_limit_s=args.request_timeout, memory_limit_gib=args.worker_memory,
-        queue_size=args.queue, body_limit=args.max_body, warm=args.warm, offline=True if args.offline else None,
-    ))
+    app = create_app(
+        Settings(
+            db_url=args.db,
+            workers=args.workers,
+            time_limit_s=args.request_timeout,
+            memory_limit_gib=args.worker_memory,
+            queue_size=args.queue,
+            body_limit=args.max_body,
+            warm=args.warm,
+            offline=True if args.offline else None,
+        )
+    )
     print(f"neurarch: serving on http://{args.host}:{args.port} ({args.workers} worker(s); Ctrl-C stops)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
     return 0

@@ -115,5 +115,4 @@ def openapi_responses(*codes: int, html: bool = False) -> dict:
     if not html:
         return {c: {"model": ErrorResponse, "description": RESPONSES[c]} for c in codes}
     ref = {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
-    return {c: {"description": RESPONSES[c] + " An HTML page when the client accepts text/html.",
-                "content": {"application/json": ref, "text/html": {"schema": {"type": "string"}}}} for c in codes}
+    return {c: {"description": RESPONSES[c] + " An HTML page when the client accepts text/html.", "content": {"application/json": ref, "text/html": {"schema": {"type": "string"}}}} for c in codes}

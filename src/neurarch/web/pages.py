@@ -20,8 +20,7 @@ TRAINING = ("full", "lora", "qlora")
 
 @functools.lru_cache(maxsize=1)
 def env() -> Environment:
-    e = Environment(loader=PackageLoader("neurarch.web", "templates"), autoescape=select_autoescape(["html"]),
-                    trim_blocks=True, lstrip_blocks=True)
+    e = Environment(loader=PackageLoader("neurarch.web", "templates"), autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
     e.filters["n"] = C.n
     e.filters["gib"] = C.gib
     return e
@@ -85,16 +84,12 @@ def context(report: Report, *, values: dict, revision: str | None, base: str, ca
     mem_charts = [(m, MODE_LABELS.get(m, m), Markup(svg)) for m, svg in memory_charts(report)]  # charts.py escapes its text
     chart = batch_chart(report)
     cli_id = report.model.id if not report.model.id.startswith("paste:") else "config.json"
-    findings = [
-        {"severity": f.severity, "rule": f.rule, "node": f.node, "message": f.message, "fix": f.fix}
-        for f in report.findings
-    ]
+    findings = [{"severity": f.severity, "rule": f.rule, "node": f.node, "message": f.message, "fix": f.fix} for f in report.findings]
     verifier = None
     if report.verifier is not None:
         from ..render.verifier import context_line, counts_line
 
-        verifier = {"counts": counts_line(report.verifier), "context": context_line(report.verifier),
-                    "errors": [(x.rule, x.error) for x in report.verifier.rule_errors]}
+        verifier = {"counts": counts_line(report.verifier), "context": context_line(report.verifier), "errors": [(x.rule, x.error) for x in report.verifier.rule_errors]}
     return {
         "r": report,
         "name": short_name(report.model.id),
@@ -155,7 +150,7 @@ def markdown_safe(md: str) -> str:
     from a config shows as text wherever the Markdown is rendered."""
     out, last = [], 0
     for m in _LT.finditer(md):
-        out.append(md[last:m.start()].replace("<", "&lt;"))
+        out.append(md[last : m.start()].replace("<", "&lt;"))
         out.append(m.group(0))
         last = m.end()
     out.append(md[last:].replace("<", "&lt;"))

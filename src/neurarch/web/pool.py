@@ -57,7 +57,7 @@ def group_rss(pgid: int) -> int:
                 stat = fh.read().decode("ascii", "replace")
         except OSError:
             continue
-        rest = stat[stat.rfind(")") + 2:].split()  # fields after "(comm)": state ppid pgrp ...
+        rest = stat[stat.rfind(")") + 2 :].split()  # fields after "(comm)": state ppid pgrp ...
         if len(rest) > 21 and rest[2] == str(pgid):
             total += int(rest[21]) * _PAGE  # rss, in pages
     return total
@@ -121,8 +121,9 @@ class _Worker:
 
 
 class Pool:
-    def __init__(self, workers: int = 1, *, time_limit_s: float = 300.0, memory_limit_bytes: int = 8 << 30,
-                 queue_size: int = 16, env: dict | None = None, grace_s: float = GRACE_S, test_jobs: bool = False):
+    def __init__(
+        self, workers: int = 1, *, time_limit_s: float = 300.0, memory_limit_bytes: int = 8 << 30, queue_size: int = 16, env: dict | None = None, grace_s: float = GRACE_S, test_jobs: bool = False
+    ):
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.size = workers
@@ -196,8 +197,7 @@ class Pool:
             self._queue.put_nowait(_Job(payload, fut))
         except asyncio.QueueFull:
             retry = max(1, int(self.time_limit_s // 10))
-            raise ApiError(429, "queue_full", f"the server is busy: {self.queue_size} plans already wait; retry in {retry} s",
-                           headers={"Retry-After": str(retry)}) from None
+            raise ApiError(429, "queue_full", f"the server is busy: {self.queue_size} plans already wait; retry in {retry} s", headers={"Retry-After": str(retry)}) from None
         result = await fut
         if result[0] == "error":
             raise ApiError.from_tuple(result[1:])
@@ -254,19 +254,20 @@ class Pool:
                 w.jobs_done += 1
                 return answer
             if not w.proc.is_alive():
-                return ("killed", "crash", "the worker died",
-                        (500, "internal", "internal error: the worker process died while simulating this model", None, {}))
+                return ("killed", "crash", "the worker died", (500, "internal", "internal error: the worker process died while simulating this model", None, {}))
             rss = w.rss()
             if rss > self.memory_limit_bytes:
                 w.kill()
                 gib = self.memory_limit_bytes / (1 << 30)
-                return ("killed", "memory", f"{rss} bytes resident",
-                        (422, "memory_limit", f"simulating this model needed more than the server's memory limit "
-                         f"({gib:g} GiB per worker); run it with the CLI on a larger machine", None, {}))
+                return (
+                    "killed",
+                    "memory",
+                    f"{rss} bytes resident",
+                    (422, "memory_limit", f"simulating this model needed more than the server's memory limit ({gib:g} GiB per worker); run it with the CLI on a larger machine", None, {}),
+                )
             if time.monotonic() > deadline:
                 w.kill()
-                return ("killed", "time", f"past {limit:g} s",
-                        (504, "timeout", f"the plan took longer than the server's limit of {limit:g} s per request", None, {}))
+                return ("killed", "time", f"past {limit:g} s", (504, "timeout", f"the plan took longer than the server's limit of {limit:g} s per request", None, {}))
 
 
 def worker_env() -> dict:

@@ -47,8 +47,7 @@ def record_id(url: str, change: Change) -> str:
 
 
 def details_markdown(change: Change, history: History) -> str:
-    lines = [f"**{KIND_TITLE[change.kind]}** change in `{change.file}` of `{history.repo}` at commit `{change.commit}`"
-             + (f" (compared with `{change.parent}`)." if change.parent else ".")]
+    lines = [f"**{KIND_TITLE[change.kind]}** change in `{change.file}` of `{history.repo}` at commit `{change.commit}`" + (f" (compared with `{change.parent}`)." if change.parent else ".")]
     lines.append("")
     lines += [f"- {d}" for d in change.details]
     if change.findings:

@@ -4,4 +4,4 @@ Run order is import order: what the output is, then training, attention and
 positions, efficiency, memory, inputs, the tokenizer.
 """
 
-from . import output, training, attention, efficiency, memory, inputs, tokenizer  # noqa: F401
+from . import attention, efficiency, inputs, memory, output, tokenizer, training  # noqa: F401

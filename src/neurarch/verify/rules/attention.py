@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -192,7 +191,7 @@ def _has_tokens(ctx: CheckContext):
 )
 def seq_beyond_position_table(ctx: CheckContext):
     lengths = _token_lengths(ctx)
-    for name, m, usable in _position_tables(ctx.model):
+    for name, _m, usable in _position_tables(ctx.model):
         is_decoder = "decoder" in name
         candidates = {k: v for k, v in lengths.items() if ("decoder" in k) == is_decoder} or lengths
         tensor, seq = max(candidates.items(), key=lambda kv: kv[1])

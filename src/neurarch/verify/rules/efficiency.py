@@ -55,10 +55,7 @@ def vocab_not_padded(ctx: CheckContext):
             f"{vocab % VOCAB_MULTIPLE}: not a multiple of {VOCAB_MULTIPLE}, so the largest matmul of the model runs on "
             f"ragged tiles. nanoGPT pads GPT-2's 50,257 to 50,304 'for efficiency'; Karpathy measured ~25% faster training from that alone."
         ),
-        fix=(
-            f"Pad the vocabulary to {padded:,}{extra}: model.resize_token_embeddings(len(tokenizer), "
-            f"pad_to_multiple_of={VOCAB_MULTIPLE}). The tokenizer never emits the extra ids."
-        ),
+        fix=(f"Pad the vocabulary to {padded:,}{extra}: model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of={VOCAB_MULTIPLE}). The tokenizer never emits the extra ids."),
     )
 
 
@@ -114,9 +111,7 @@ def dims_not_multiple_of_8(ctx: CheckContext):
             f"only when these sizes are multiples of {TENSOR_CORE_MULTIPLE} (NVIDIA's performance guide); other sizes are "
             f"padded or take slower kernels."
         ),
-        fix="Round the model's widths up to multiples of 8 (64 is better on A100/H100): "
-        + ", ".join(f"{d} -> {_round_up(d, TENSOR_CORE_MULTIPLE)}" for d in sizes[:6])
-        + ".",
+        fix="Round the model's widths up to multiples of 8 (64 is better on A100/H100): " + ", ".join(f"{d} -> {_round_up(d, TENSOR_CORE_MULTIPLE)}" for d in sizes[:6]) + ".",
     )
 
 

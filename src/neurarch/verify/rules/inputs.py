@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from torch import nn
@@ -62,10 +60,7 @@ def image_size_drops_pixels(ctx: CheckContext):
     if isinstance(conv.padding, str):
         return  # 'same' / 'valid' padding: PyTorch sizes it to the input
     h, w = inp.shape[-2:]
-    lost = [
-        dropped_pixels(size, conv.kernel_size[i], conv.stride[i], conv.padding[i], conv.dilation[i])
-        for i, size in enumerate((h, w))
-    ]
+    lost = [dropped_pixels(size, conv.kernel_size[i], conv.stride[i], conv.padding[i], conv.dilation[i]) for i, size in enumerate((h, w))]
     if not any(lost):
         return
     kept = (h - lost[0]) * (w - lost[1])

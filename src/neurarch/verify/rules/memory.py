@@ -86,10 +86,7 @@ def activation_hotspot(ctx: CheckContext):
     what = f"{node.type}, output {' x '.join(map(str, node.output_shape))}" if node is not None and node.output_shape else "row"
     yield Hit(
         node=name,
-        message=(
-            f"`{name}` ({what}) holds {fmt_bytes(size)}, {share:.0%} of the activations ({prof.source}) across "
-            f"{len(rows)} rows: one layer decides the activation memory of the step."
-        ),
+        message=(f"`{name}` ({what}) holds {fmt_bytes(size)}, {share:.0%} of the activations ({prof.source}) across {len(rows)} rows: one layer decides the activation memory of the step."),
         fix=(
             "Checkpoint this layer (torch.utils.checkpoint) so its output is recomputed in backward instead of kept, "
             "or reduce its resolution or width earlier (a strided stem, fewer channels at full resolution)."

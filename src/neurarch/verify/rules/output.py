@@ -37,9 +37,7 @@ def norm_at_output(ctx: CheckContext):
     norm = norms[-1]
     what = _KIND_WORDS[out.kind]
     batch_note = (
-        " BatchNorm also makes each sample's logits depend on the rest of the batch, and on running statistics at eval."
-        if "Batch" in norm.type or "Batch" in (norm.module_class or "")
-        else ""
+        " BatchNorm also makes each sample's logits depend on the rest of the batch, and on running statistics at eval." if "Batch" in norm.type or "Batch" in (norm.module_class or "") else ""
     )
     yield Hit(
         node=norm.name,
@@ -64,13 +62,11 @@ _BAD_ACTIVATIONS = {
         "Remove the Softmax from the model and apply it only at inference, when you need probabilities.",
     ),
     "Sigmoid": (
-        "with BCELoss this is the numerically weak form of BCEWithLogitsLoss (log(sigmoid) saturates), and with "
-        "BCEWithLogitsLoss it is a second sigmoid",
+        "with BCELoss this is the numerically weak form of BCEWithLogitsLoss (log(sigmoid) saturates), and with BCEWithLogitsLoss it is a second sigmoid",
         "Return raw logits and use BCEWithLogitsLoss; apply sigmoid only at inference.",
     ),
     "ReLU": (
-        "logits can never go below 0, so the model cannot push a wrong class below the others' floor, and a class whose "
-        "pre-activation turns negative gets no gradient at all",
+        "logits can never go below 0, so the model cannot push a wrong class below the others' floor, and a class whose pre-activation turns negative gets no gradient at all",
         "Remove the activation after the head; logits must be free to be negative.",
     ),
 }

@@ -48,8 +48,7 @@ def tokenizer_outgrows_embedding(ctx: CheckContext):
         node=name,
         message=(
             f"The tokenizer has {tok.size:,} ids ({tok.source}) but `{name}` has {rows:,} rows: ids {rows:,}..{tok.size - 1:,} "
-            f"index past the embedding" + (f" (added tokens {shown})" if beyond else "")
-            + ". Any text with them fails with an index error on the CPU and a device-side assert on CUDA."
+            f"index past the embedding" + (f" (added tokens {shown})" if beyond else "") + ". Any text with them fails with an index error on the CPU and a device-side assert on CUDA."
         ),
         fix=(
             "Resize the embeddings to the tokenizer before training (model.resize_token_embeddings(len(tokenizer)), "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -129,18 +128,11 @@ def lora_trainable_mismatch(ctx: CheckContext):
     if lora_trainable == 0:
         yield Hit(
             node=lora[0][0],
-            message=(
-                f"The model has {len(lora)} LoRA tensors ({lora_total:,} scalars) and none of them requires grad: "
-                f"training would not change the adapter."
-            ),
+            message=(f"The model has {len(lora)} LoRA tensors ({lora_total:,} scalars) and none of them requires grad: training would not change the adapter."),
             fix="Load the adapter with PeftModel.from_pretrained(..., is_trainable=True), or call requires_grad_(True) on the lora_ parameters.",
         )
     bias_ok = _peft_bias_mode(ctx.model) in ("all", "lora_only")
-    extra = [
-        (n, p)
-        for n, p in other
-        if p.requires_grad and "modules_to_save" not in n and not (bias_ok and n.endswith(".bias"))
-    ]
+    extra = [(n, p) for n, p in other if p.requires_grad and "modules_to_save" not in n and not (bias_ok and n.endswith(".bias"))]
     if extra:
         n_extra = sum(p.numel() for _, p in extra)
         total_trainable = n_extra + lora_trainable
@@ -189,17 +181,12 @@ def batchnorm_small_batch(ctx: CheckContext):
     row = rows.get(name)
     positions = math.prod(row.output_shape[1:]) if row is not None and row.output_shape and len(row.output_shape) > 1 else 1
     flat = [n for n, m in bns if isinstance(m, nn.BatchNorm1d) and (rows.get(n) is None or len(rows[n].output_shape or []) <= 1)]
-    crash = (
-        f" At batch 1, a BatchNorm over (N, C) inputs ({group_names(flat)}) raises 'Expected more than 1 value per channel when training'."
-        if b == 1 and flat
-        else ""
-    )
+    crash = f" At batch 1, a BatchNorm over (N, C) inputs ({group_names(flat)}) raises 'Expected more than 1 value per channel when training'." if b == 1 and flat else ""
     fix = (
         "Freeze BatchNorm when fine-tuning at small batch: keep those layers in eval mode with requires_grad_(False) "
         "(torchvision's FrozenBatchNorm2d does this), so the pretrained running statistics are used."
         if not ctx.from_scratch
-        else "Use at least 16 samples per device, SyncBatchNorm across devices (gradient accumulation does not help: "
-        "statistics are per forward), or replace BatchNorm with GroupNorm."
+        else "Use at least 16 samples per device, SyncBatchNorm across devices (gradient accumulation does not help: statistics are per forward), or replace BatchNorm with GroupNorm."
     )
     yield Hit(
         node=name,
@@ -253,9 +240,7 @@ def residual_init_not_depth_scaled(ctx: CheckContext):
 
     branches = _residual_branches(ctx)
     if len(branches) < DEPTH_SCALING_MIN_BRANCHES:
-        raise NotApplicable(
-            f"{len(branches)} attention/MLP blocks feed a residual Add directly (the rule looks at {DEPTH_SCALING_MIN_BRANCHES} or more)"
-        )
+        raise NotApplicable(f"{len(branches)} attention/MLP blocks feed a residual Add directly (the rule looks at {DEPTH_SCALING_MIN_BRANCHES} or more)")
     inits = traced_init(ctx.model)
     if inits is None:
         raise NotApplicable("the model has no initialize_weights() to trace (plain modules initialise in __init__)")
