@@ -21,7 +21,6 @@ from neurarch.inputs import InputOptions, InputPlan, TensorSpec, plan_inputs
 from neurarch.plan.measure import measure_cpu
 from neurarch.plan.memory import estimate, simulate
 from neurarch.plan.step import PlanOptionError, TrainSetup
-
 from tiny_configs import BERT, LLAMA, MIXTRAL
 
 

@@ -46,7 +46,6 @@ def test_chosen_batch_fits_and_the_next_does_not():
     card_bytes = 2 * 2**30  # a 2 GiB card
     from neurarch.cards import Card
     from neurarch.plan.fit import card_batch
-
     from neurarch.plan.memory import estimate_with_curve
 
     cache = {}

@@ -27,14 +27,14 @@ from typing import Callable
 from torch import nn
 
 from ..cards import Card
-from ..options import PRECISIONS  # noqa: F401  (re-exported)
 from ..inputs import InputOptions, InputPlan, plan_inputs
+from ..options import PRECISIONS  # noqa: F401  (re-exported)
 from ..plan.depth import cut, stack_of
 from ..plan.step import PlanOptionError, label_specs, loss_of
+from ..report.cost import CostAssumptions, CostCard, CostHeadline, CostSection
 from ..trace.fake import ValueMode, needs_value
 from ..trace.run import _loss
 from .counter import OpCounter, OpRecord
-from ..report.cost import CostAssumptions, CostCard, CostHeadline, CostSection
 
 # Achievable fractions of peak, measured on an NVIDIA H200 in this project's
 # device notes (2026-10-28): an 8192^3 bf16 matmul through PyTorch ran at
