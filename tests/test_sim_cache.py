@@ -52,12 +52,15 @@ def files(tmp_path):
     return sorted((tmp_path / "cache" / "sims").glob("*/*.json"))
 
 
-def test_second_plan_with_other_cards_and_headroom_simulates_nothing(model, tmp_path, monkeypatch):
+def test_second_plan_simulates_nothing_and_says_the_same(model, tmp_path, monkeypatch):
     first, n1 = plan(model)
     assert n1 > 0 and files(tmp_path)
     again, n2 = plan(model)
     assert n2 == 0  # every simulation came from the disk
     assert figures(again) == figures(first)
+    # Another headline card, prices and epochs only read the simulations: none is run.
+    _, n3 = plan(model, cost=CostOptions(card="H100", prices={"A10G": 9.0}, epochs=2))
+    assert n3 == 0
     # Cards, headroom, prices and cost options only read the simulations; the yardstick
     # is the same options computed with the cache off.
     other_options = dict(headroom=1.5, cost=CostOptions(card="H100", cards=("Tiny:2",), prices={"A10G": 9.0}, epochs=2))
