@@ -24,10 +24,12 @@ STEPS = [
     ("import neurarch (torch, pydantic)", "import neurarch.pipeline"),
     ("+ import transformers' Llama modeling code", "import transformers.models.llama.modeling_llama"),
     ("+ import peft (and bitsandbytes)", "import peft"),
-    ("+ build Llama-2-7b on meta and trace forward + backward at seq 4096",
-     "from neurarch.sources import resolve; from neurarch.build import build; from neurarch.inputs import plan_inputs, InputOptions; "
-     "from neurarch.trace import trace; s = resolve('meta-llama/Llama-2-7b-hf'); b = build(s); "
-     "p = plan_inputs(b.model, b.config, InputOptions(seq_len=4096), s.default_input_shape); r = trace(b.model, p); assert r.backward.ok"),
+    (
+        "+ build Llama-2-7b on meta and trace forward + backward at seq 4096",
+        "from neurarch.sources import resolve; from neurarch.build import build; from neurarch.inputs import plan_inputs, InputOptions; "
+        "from neurarch.trace import trace; s = resolve('meta-llama/Llama-2-7b-hf'); b = build(s); "
+        "p = plan_inputs(b.model, b.config, InputOptions(seq_len=4096), s.default_input_shape); r = trace(b.model, p); assert r.backward.ok",
+    ),
 ]
 
 CHILD = r"""

@@ -68,8 +68,7 @@ def llava(**text_over) -> dict:
 
     text = json.loads((CATALOG / "TinyLlama--TinyLlama-1.1B-Chat-v1.0.json").read_text())
     text.update(num_hidden_layers=2, vocab_size=32064, **text_over)
-    raw = LlavaConfig(vision_config=CLIPVisionConfig(num_hidden_layers=2).to_dict(), text_config=LlamaConfig(**text).to_dict(),
-                      image_token_index=32000).to_dict()
+    raw = LlavaConfig(vision_config=CLIPVisionConfig(num_hidden_layers=2).to_dict(), text_config=LlamaConfig(**text).to_dict(), image_token_index=32000).to_dict()
     raw["architectures"] = ["LlavaForConditionalGeneration"]
     return raw
 
@@ -81,7 +80,13 @@ MODELS = [
     ("google/vit-base-patch16-224", "ViT", catalog("google--vit-base-patch16-224", num_hidden_layers=2), dict(batch=4), "2 of 12 layers"),
     ("facebook/dinov2-small", "ViT", catalog("facebook--dinov2-small", num_hidden_layers=2), dict(batch=2, image_size=224), "2 of 12 layers, 224 px"),
     ("microsoft/swin-tiny-patch4-window7-224", "ViT", catalog("microsoft--swin-tiny-patch4-window7-224", depths=[1, 1, 1, 1]), dict(batch=2), "1 block per stage (of 2,2,6,2)"),
-    ("openai/clip-vit-base-patch16", "ViT", catalog("openai--clip-vit-base-patch16", text_config={"num_hidden_layers": 2}, vision_config={"num_hidden_layers": 2}), dict(batch=2, seq_len=77), "2 of 12 layers per tower"),
+    (
+        "openai/clip-vit-base-patch16",
+        "ViT",
+        catalog("openai--clip-vit-base-patch16", text_config={"num_hidden_layers": 2}, vision_config={"num_hidden_layers": 2}),
+        dict(batch=2, seq_len=77),
+        "2 of 12 layers per tower",
+    ),
     ("bert-base-uncased", "encoder", catalog("bert-base-uncased", num_hidden_layers=2), dict(batch=4, seq_len=256), "2 of 12 layers"),
     ("distilbert-base-uncased", "encoder", catalog("distilbert-base-uncased", n_layers=2), dict(batch=4, seq_len=256), "2 of 6 layers"),
     ("sentence-transformers/all-MiniLM-L6-v2", "encoder", catalog("sentence-transformers--all-MiniLM-L6-v2"), dict(batch=8, seq_len=256), "none"),
@@ -93,11 +98,14 @@ MODELS = [
     ("facebook/bart-large-cnn", "encoder-decoder", catalog("facebook--bart-large-cnn", encoder_layers=1, decoder_layers=1), dict(batch=2, seq_len=256), "1+1 of 12+12 layers"),
     ("whisper (tiny defaults)", "speech", default("whisper", "WhisperForConditionalGeneration", encoder_layers=2, decoder_layers=2), dict(batch=2), "none (tiny has 4+4; 2+2 here)"),
     ("wav2vec2 (base defaults)", "speech", default("wav2vec2", "Wav2Vec2ForCTC", num_hidden_layers=2), dict(batch=2, seq_len=32000), "2 of 12 layers, 2 s audio"),
-    ("mixtral (small)", "MoE", default("mixtral", "MixtralForCausalLM", num_hidden_layers=2, hidden_size=512, intermediate_size=1024,
-                                       num_attention_heads=8, num_key_value_heads=2, vocab_size=8000, num_local_experts=8), dict(batch=2, seq_len=256),
-     "width 512, 8 experts of 1024, 2 layers, vocab 8000"),
-    ("llava (CLIP ViT-B/32 + TinyLlama)", "VLM", llava(), dict(batch=2, seq_len=64),
-     "2 of 12 vision layers, 2 of 22 text layers; 64 tokens, 49 of them the image's"),
+    (
+        "mixtral (small)",
+        "MoE",
+        default("mixtral", "MixtralForCausalLM", num_hidden_layers=2, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=2, vocab_size=8000, num_local_experts=8),
+        dict(batch=2, seq_len=256),
+        "width 512, 8 experts of 1024, 2 layers, vocab 8000",
+    ),
+    ("llava (CLIP ViT-B/32 + TinyLlama)", "VLM", llava(), dict(batch=2, seq_len=64), "2 of 12 vision layers, 2 of 22 text layers; 64 tokens, 49 of them the image's"),
 ]
 
 SETUPS = [(mode, prec) for mode in ("full", "lora") for prec in ("fp32", "bf16-mixed")]
@@ -175,7 +183,7 @@ def run_one(name, raw, opts, mode, prec, onednn, also_onednn, **extra):
     }
 
 
-def memtracker(name, raw, opts, mode, prec):
+def memtracker(name, raw, opts, mode, prec, **extra):
     """torch's own simulator (torch.distributed._tools.mem_tracker.MemTracker, a
     private API) on the same fake-tensor step: its peak, or why it fails."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -217,8 +225,7 @@ def err(r, key="measured"):
 
 
 # Runs cached before the machine was recorded per run were all measured on this one.
-EARLIER_MACHINE = ("AMD EPYC, 2 torch threads available (measured with 1), Linux 6.18.44-fc-v669, Python 3.11.7, "
-                   "torch 2.13.0+cpu, transformers 5.24.0")
+EARLIER_MACHINE = "AMD EPYC, 2 torch threads available (measured with 1), Linux 6.18.44-fc-v669, Python 3.11.7, torch 2.13.0+cpu, transformers 5.24.0"
 
 
 def machines(results: dict) -> str:
@@ -235,13 +242,15 @@ def machine() -> str:
     cpu = platform.processor() or ""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), cpu)
+        cpu = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), cpu)
     except OSError:
         pass
     import transformers
 
-    return (f"{cpu}, {torch.get_num_threads()} torch threads available (measured with 1), Linux {platform.release()}, "
-            f"Python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}")
+    return (
+        f"{cpu}, {torch.get_num_threads()} torch threads available (measured with 1), Linux {platform.release()}, "
+        f"Python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}"
+    )
 
 
 def render(results: dict) -> str:
@@ -249,7 +258,7 @@ def render(results: dict) -> str:
     errs = []
     mt_ok: list[float] = []
     mt_runs: list[bool] = []
-    for name, fam, _, _, down in MODELS:
+    for name, fam, _, _, _down in MODELS:
         for mode, prec in SETUPS:
             r = results.get(f"{name}|{mode}|{prec}")
             if r is None:
@@ -267,11 +276,11 @@ def render(results: dict) -> str:
                 mtc = "fails: " + mt["error"].replace("|", "/")
             else:
                 mtc = f"{100.0 * (mt['peak'] - r['measured']) / r['measured']:+.3f}%"
-                mt_ok.append(abs(100.0 * (mt['peak'] - r['measured']) / r['measured']))
+                mt_ok.append(abs(100.0 * (mt["peak"] - r["measured"]) / r["measured"]))
             mt_runs.append(mt is not None)
             rows.append(f"| {name} | {fam} | {mode} | {prec} | {r['estimate']:,} | {r['measured']:,} | {e:+.3f}% | {one} | {mtc} | {r['phase']} |")
     cnn = []
-    for name, fam, _, _, _ in MODELS:
+    for name, _fam, _, _, _ in MODELS:
         for mode, prec in SETUPS:
             r = results.get(f"{name}|{mode}|{prec}")
             if r and r.get("measured_onednn"):
@@ -296,15 +305,21 @@ def render(results: dict) -> str:
         "tensors with CPU kernel semantics) against the peak measured at the CPU allocator during a real training",
         "step of the same model with random weights (step 2: AdamW state alive). Method and caveats below the tables.",
         "",
-        f"**{n_models} models, {len(fams)} families ({', '.join(fams)}), {len(errs)} runs: median |error| {median:.3f}%, worst {worst:.3f}%** "
-        "(targets: median <= 3%, worst <= 8%).",
+        f"**{n_models} models, {len(fams)} families ({', '.join(fams)}), {len(errs)} runs: median |error| {median:.3f}%, worst {worst:.3f}%** (targets: median <= 3%, worst <= 8%).",
         "",
         f"Machine: {machines(results)}.",
         "",
         "Command: `python benchmarks/memory_accuracy.py --memtracker` (results cached in `benchmarks/memory_accuracy.json`).",
         "",
-        *( [f"torch's MemTracker (private API, same fake-tensor step, reset between steps) ran {len(mt_ok)} of {sum(mt_runs)} runs"
-            + (f", median |error| {statistics.median(mt_ok):.3f}% where it ran." if mt_ok else "."), ""] if any(mt_runs) else []),
+        *(
+            [
+                f"torch's MemTracker (private API, same fake-tensor step, reset between steps) ran {len(mt_ok)} of {sum(mt_runs)} runs"
+                + (f", median |error| {statistics.median(mt_ok):.3f}% where it ran." if mt_ok else "."),
+                "",
+            ]
+            if any(mt_runs)
+            else []
+        ),
         "| model | family | mode | precision | estimate (B) | measured (B) | error | oneDNN | MemTracker | peak at (phase / module) |",
         "|---|---|---|---|---:|---:|---:|---|---|---|",
         *rows,
@@ -331,9 +346,9 @@ def render(results: dict) -> str:
         "  `loss.backward()`, `AdamW.step()`, `zero_grad(set_to_none=True)`; two steps, the second one reported.",
         "- Train mode, dropout on. On CPU, `F.dropout` keeps a mask in the activation's dtype and SDPA with dropout runs the math",
         "  kernel (full attention matrix kept); both the simulation (device semantics `cpu`) and the measurement do the same.",
-        "  The default simulation for a CUDA card (`device=\"cuda\"`) routes these to CUDA's kernels instead (bool dropout mask,",
+        '  The default simulation for a CUDA card (`device="cuda"`) routes these to CUDA\'s kernels instead (bool dropout mask,',
         "  fused attention) and uses the multi-tensor AdamW CUDA uses; those figures cannot be checked on a CPU.",
-        "- bf16-mixed: `torch.autocast(\"cpu\", bfloat16)` with fp32 weights for full fine-tuning; LoRA keeps frozen base weights in",
+        '- bf16-mixed: `torch.autocast("cpu", bfloat16)` with fp32 weights for full fine-tuning; LoRA keeps frozen base weights in',
         "  bf16 (as `from_pretrained(dtype=bfloat16)` loads them) and the adapters in fp32 (peft's default).",
         "- LoRA: real peft injection, rank 16, every linear layer but the head (CNNs: the convolutions), peft's defaults otherwise.",
         "- This table simulates each model whole. `--plan` simulates a deep model (4 or more repeats of its layer stack) cut to",
@@ -394,8 +409,7 @@ def main(argv=None) -> int:
                     continue
                 t0 = time.perf_counter()
                 try:
-                    results[key] = run_one(name, raw, opts, mode, prec, onednn=fam not in CONV_FAMILIES and name not in ONEDNN_BOTH,
-                                           also_onednn=fam == "CNN" or name in ONEDNN_BOTH)
+                    results[key] = run_one(name, raw, opts, mode, prec, onednn=fam not in CONV_FAMILIES and name not in ONEDNN_BOTH, also_onednn=fam == "CNN" or name in ONEDNN_BOTH)
                 except Exception as e:  # a failure is a row of the table, not a crash
                     msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
                     results[key] = {"error": f"{type(e).__name__}: {msg}"}
@@ -404,7 +418,7 @@ def main(argv=None) -> int:
                 print(f"{key}: {shown} ({time.perf_counter() - t0:.0f} s)", flush=True)
                 CACHE.write_text(json.dumps(results, indent=1, sort_keys=True))
         if args.memtracker:
-            for name, fam, raw, opts, _ in MODELS:
+            for name, _fam, raw, opts, _ in MODELS:
                 for mode, prec in SETUPS:
                     r = results.get(f"{name}|{mode}|{prec}")
                     if r is None or "error" in r or "memtracker" in r:

@@ -114,15 +114,13 @@ def catalog_config(model_id: str) -> dict:
 
 
 def baseline(model_id: str) -> float:
-    out = subprocess.run([sys.executable, "-c", BASELINE_CHILD, json.dumps(catalog_config(model_id))], capture_output=True, text=True,
-                         check=True, env=_env())
+    out = subprocess.run([sys.executable, "-c", BASELINE_CHILD, json.dumps(catalog_config(model_id))], capture_output=True, text=True, check=True, env=_env())
     return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
 
 
 def plan_seconds(model_id: str, cache_dir: str, extra: list[str] = (), save: Path | None = None) -> float:
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "neurarch.cli", model_id, "--plan", "--format", "json", *extra], capture_output=True,
-                         check=True, env=_env(cache_dir))
+    out = subprocess.run([sys.executable, "-m", "neurarch.cli", model_id, "--plan", "--format", "json", *extra], capture_output=True, check=True, env=_env(cache_dir))
     seconds = time.perf_counter() - t
     if save is not None:
         save.write_bytes(out.stdout)
@@ -133,9 +131,11 @@ def machine() -> str:
     import torch
     import transformers
 
-    return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
-            f"{os.getloadavg()[0]:.2f} at start; python {platform.python_version()}, torch {torch.__version__}, "
-            f"transformers {transformers.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    return (
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f} at start; python {platform.python_version()}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
 
 
 def _group(row: str) -> str:
@@ -186,8 +186,7 @@ def catalog(save: Path | None = None, ids: list[str] | None = None) -> None:
     from neurarch.sources.catalog import entries
 
     print(machine())
-    print("fresh process per run, wall clock; --plan with an empty cache, the same again on the warm cache, then "
-          f"on the warm cache with `{' '.join(SECOND_RUN_ARGS)}`\n")
+    print(f"fresh process per run, wall clock; --plan with an empty cache, the same again on the warm cache, then on the warm cache with `{' '.join(SECOND_RUN_ARGS)}`\n")
     print("| model | baseline s | --plan s | ratio | same again s | other headline card, prices, epochs s |")
     print("|---|---:|---:|---:|---:|---:|")
     ratios = []
@@ -202,8 +201,10 @@ def catalog(save: Path | None = None, ids: list[str] | None = None) -> None:
         ratios.append(first / base)
         seconds.append(other)
         print(f"| {model_id} | {base:.2f} | {first:.2f} | {first / base:.1f}x | {same:.2f} | {other:.2f} |", flush=True)
-    print(f"\nmedian ratio {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x; second run (other card, prices ...) median "
-          f"{statistics.median(seconds):.2f} s, worst {max(seconds):.2f} s; load average {os.getloadavg()[0]:.2f} at the end")
+    print(
+        f"\nmedian ratio {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x; second run (other card, prices ...) median "
+        f"{statistics.median(seconds):.2f} s, worst {max(seconds):.2f} s; load average {os.getloadavg()[0]:.2f} at the end"
+    )
 
 
 def main() -> None:

@@ -72,8 +72,10 @@ def main() -> None:
     import torch
     import transformers
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
-          f"python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}; {time.strftime('%Y-%m-%d')}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
+        f"python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}; {time.strftime('%Y-%m-%d')}"
+    )
     print("best of 3 fresh processes (plan cases: best of 2)\n")
     print("| case | total s | import s | forward s | backward s | peak RSS MB | largest worker RSS MB | rows |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

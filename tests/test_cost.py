@@ -130,8 +130,7 @@ def test_deep_model_counted_cut_equals_counted_whole():
     from neurarch.inputs import plan_inputs
     from neurarch.trace.run import trace
 
-    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
-               num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
     built = build_from_config(cfg, "llama")
     opts = InputOptions(seq_len=32)
     trace(built.model, plan_inputs(built.model, built.config, opts))  # moves the model to fake tensors

@@ -15,22 +15,38 @@ from neurarch.plan import depth
 from neurarch.plan.fit import batch_from_curves
 from neurarch.plan.memory import Curve, estimate, stack_of
 
-LLAMA = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
-             num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
-GEMMA2 = dict(model_type="gemma2", architectures=["Gemma2ForCausalLM"], hidden_size=64, intermediate_size=128,
-              num_hidden_layers=9, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=1000, sliding_window=8)
-QWEN2_MOE = dict(model_type="qwen2_moe", architectures=["Qwen2MoeForCausalLM"], hidden_size=64, intermediate_size=128,
-                 moe_intermediate_size=32, shared_expert_intermediate_size=64, num_experts=4, num_experts_per_tok=2,
-                 num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
-VIT = dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=64, intermediate_size=128,
-           num_hidden_layers=6, num_attention_heads=4, image_size=64, patch_size=16)
-BERT = dict(model_type="bert", architectures=["BertForMaskedLM"], hidden_size=64, intermediate_size=128,
-            num_hidden_layers=6, num_attention_heads=4, vocab_size=1000)
-T5 = dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=64, d_ff=128, d_kv=16, num_layers=6,
-          num_heads=4, vocab_size=1000)
+LLAMA = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+GEMMA2 = dict(
+    model_type="gemma2",
+    architectures=["Gemma2ForCausalLM"],
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=9,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    vocab_size=1000,
+    sliding_window=8,
+)
+QWEN2_MOE = dict(
+    model_type="qwen2_moe",
+    architectures=["Qwen2MoeForCausalLM"],
+    hidden_size=64,
+    intermediate_size=128,
+    moe_intermediate_size=32,
+    shared_expert_intermediate_size=64,
+    num_experts=4,
+    num_experts_per_tok=2,
+    num_hidden_layers=6,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=1000,
+)
+VIT = dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4, image_size=64, patch_size=16)
+BERT = dict(model_type="bert", architectures=["BertForMaskedLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4, vocab_size=1000)
+T5 = dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=64, d_ff=128, d_kv=16, num_layers=6, num_heads=4, vocab_size=1000)
 
-FIELDS = ("peak_tensor_bytes", "peak_bytes", "first_step_peak_tensor_bytes", "breakdown", "trainable_parameters",
-          "kv_cache_bytes", "phase", "module", "step")
+FIELDS = ("peak_tensor_bytes", "peak_bytes", "first_step_peak_tensor_bytes", "breakdown", "trainable_parameters", "kv_cache_bytes", "phase", "module", "step")
 
 
 def _built(cfg, name):
@@ -38,18 +54,21 @@ def _built(cfg, name):
     return built, plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=2))
 
 
-@pytest.mark.parametrize("cfg,mode,precision", [
-    (LLAMA, "full", "bf16-mixed"),
-    (LLAMA, "lora", "fp32"),
-    (LLAMA, "inference", "bf16-mixed"),
-    (GEMMA2, "full", "bf16-mixed"),  # sliding / global layers alternate: repeats of 2 layers
-    (QWEN2_MOE, "full", "fp32"),  # routed experts
-    (VIT, "lora", "fp32"),
-    (BERT, "inference", "fp32"),
-    # A backbone returns the last layer's output: at 2 repeats the second layer's output
-    # outlives the prefill, at the real depth it does not (the breakdown must not drift).
-    (dict(BERT, architectures=["BertModel"]), "inference", "fp32"),
-])
+@pytest.mark.parametrize(
+    "cfg,mode,precision",
+    [
+        (LLAMA, "full", "bf16-mixed"),
+        (LLAMA, "lora", "fp32"),
+        (LLAMA, "inference", "bf16-mixed"),
+        (GEMMA2, "full", "bf16-mixed"),  # sliding / global layers alternate: repeats of 2 layers
+        (QWEN2_MOE, "full", "fp32"),  # routed experts
+        (VIT, "lora", "fp32"),
+        (BERT, "inference", "fp32"),
+        # A backbone returns the last layer's output: at 2 repeats the second layer's output
+        # outlives the prefill, at the real depth it does not (the breakdown must not drift).
+        (dict(BERT, architectures=["BertModel"]), "inference", "fp32"),
+    ],
+)
 def test_cut_equals_whole(cfg, mode, precision):
     built, plan = _built(cfg, cfg["model_type"])
     whole = estimate(built, plan, mode, precision=precision, cut_depth=False)
@@ -102,11 +121,14 @@ def test_line_int_refuses_fractions():
         depth.line_int(10, 15, 2, 4, 10)
 
 
-@pytest.mark.parametrize("cfg,mode,optimizer,cut", [
-    (LLAMA, "full", "adamw", True),
-    (LLAMA, "full", "adafactor", False),  # data-dependent .item() in its step
-    (QWEN2_MOE, "lora", "adamw", True),
-])
+@pytest.mark.parametrize(
+    "cfg,mode,optimizer,cut",
+    [
+        (LLAMA, "full", "adamw", True),
+        (LLAMA, "full", "adafactor", False),  # data-dependent .item() in its step
+        (QWEN2_MOE, "lora", "adamw", True),
+    ],
+)
 def test_steady_state_alone_equals_two_steps(cfg, mode, optimizer, cut):
     # The batch search simulates step 2 alone after a warm-up that makes the
     # optimizer state; the reference is the ordinary two-step simulation.

@@ -58,8 +58,7 @@ def test_pipeline_segments_of_a_deep_model_cover_every_layer():
     from neurarch.inputs import InputOptions, plan_inputs
     from neurarch.plan.memory import estimate_with_curve
 
-    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
-               num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
     built = build_from_config(cfg, "llama")
     plan = plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=1))
     m_cut, c_cut = estimate_with_curve(built, plan, "full")

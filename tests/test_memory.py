@@ -32,6 +32,7 @@ def _real_factory(built):
     def make():
         with torch.device("cpu"):
             return type(built.model)(built.config)
+
     return make
 
 
@@ -139,8 +140,7 @@ def test_kv_cache_by_hand():
 def test_full_context_of_learned_positions_leaves_the_decoded_token_a_position():
     # GPT-2 with a 64-position table at 64 tokens: generation can cache 63 tokens and decode the 64th
     # (GPT-Neo's causal-mask buffer refuses a 65th; on fake tensors GPT-2 would index past its table).
-    raw = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4,
-           "n_positions": 64, "vocab_size": 1000}
+    raw = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": 1000}
     built = _built(raw)
     plan = plan_inputs(built.model, built.config, InputOptions(batch=1, seq_len=64))
     m = estimate(built, plan, "inference", precision="bf16")
@@ -172,13 +172,16 @@ def test_bad_options_are_one_line_neurarch_errors(field, value):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("options", [
-    {"precision": "fp16-mixed"},
-    {"precision": "bf16"},
-    {"optimizer": "sgd"},
-    {"optimizer": "adafactor"},  # reads its step with .item(): answered inside optimizer.step() only
-    {"grad_checkpointing": True},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"precision": "fp16-mixed"},
+        {"precision": "bf16"},
+        {"optimizer": "sgd"},
+        {"optimizer": "adafactor"},  # reads its step with .item(): answered inside optimizer.step() only
+        {"grad_checkpointing": True},
+    ],
+)
 def test_other_options_match_real_cpu_step(options):
     setup = TrainSetup(**{"mode": "full", "precision": "fp32", "device": "cpu", **options})
     sim, meas = _compare(LLAMA, setup)
@@ -280,9 +283,18 @@ def test_adamw_8bit_matches_real_bitsandbytes_step():
 
 
 WAV2VEC2 = {
-    "model_type": "wav2vec2", "architectures": ["Wav2Vec2ForCTC"], "hidden_size": 32, "num_hidden_layers": 1,
-    "num_attention_heads": 2, "intermediate_size": 64, "conv_dim": [16, 16], "conv_kernel": [10, 3],
-    "conv_stride": [5, 2], "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 2, "vocab_size": 32,
+    "model_type": "wav2vec2",
+    "architectures": ["Wav2Vec2ForCTC"],
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "conv_dim": [16, 16],
+    "conv_kernel": [10, 3],
+    "conv_stride": [5, 2],
+    "num_conv_pos_embeddings": 16,
+    "num_conv_pos_embedding_groups": 2,
+    "vocab_size": 32,
 }
 
 
@@ -319,17 +331,14 @@ def _tiny_llava():
     # image tokens in input_ids (int(mask.sum())) and scatters the features into them.
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
 
-    vision = CLIPVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                              image_size=112, patch_size=14)
-    text = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                       num_key_value_heads=2, vocab_size=1100)
+    vision = CLIPVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=112, patch_size=14)
+    text = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=1100)
     raw = LlavaConfig(vision_config=vision, text_config=text, image_token_index=1000).to_dict()
     raw["architectures"] = ["LlavaForConditionalGeneration"]
     return raw
 
 
-@pytest.mark.parametrize("setup", [TrainSetup(mode="full", precision="fp32", device="cpu"),
-                                   TrainSetup(mode="lora", precision="bf16-mixed", device="cpu")], ids=["full-fp32", "lora-bf16"])
+@pytest.mark.parametrize("setup", [TrainSetup(mode="full", precision="fp32", device="cpu"), TrainSetup(mode="lora", precision="bf16-mixed", device="cpu")], ids=["full-fp32", "lora-bf16"])
 def test_vision_language_model_reads_token_values_and_matches_real_cpu_step(setup):
     # torch's MemTracker (and this simulator before) stops at the data-dependent
     # token count; the step runs with the inputs' values known and matches the allocator.

@@ -9,9 +9,17 @@ from neurarch.inputs import InputOptions
 from neurarch.pipeline import CostOptions, PlanOptions
 from neurarch.plan.memory import estimate, with_batch
 
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 704,
-        "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 4000,
-        "max_position_embeddings": 4096}
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 704,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 4000,
+    "max_position_embeddings": 4096,
+}
 
 
 def test_plan_json_paths_and_card_fit(tmp_path, capsys):
@@ -77,8 +85,7 @@ def test_multi_gpu_plans_where_batch_1_does_not_fit(tmp_path):
 
     cfg = dict(TINY, num_hidden_layers=6, vocab_size=32000)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    r = analyze(str(tmp_path), Options(inputs=InputOptions(seq_len=256), plan=PlanOptions(modes=("full",)),
-                                       cost=CostOptions(cards=["Tiny:0.75", "Speck:0.3"])))
+    r = analyze(str(tmp_path), Options(inputs=InputOptions(seq_len=256), plan=PlanOptions(modes=("full",)), cost=CostOptions(cards=["Tiny:0.75", "Speck:0.3"])))
     budget = 0.75e9 / 1.15
     assert r.memory.full.peak_bytes > budget
     assert next(c for c in r.cards if c.name == "Tiny").max_batch["full"] == 0

@@ -17,9 +17,17 @@ from neurarch.pipeline import CostOptions, PlanOptions
 from neurarch.plan import cache, memory
 
 # A 2-layer Llama (small: simulated whole).
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000,
-        "max_position_embeddings": 256}
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 256,
+}
 
 
 @pytest.fixture
@@ -128,8 +136,7 @@ def test_a_corrupt_file_is_recomputed_not_a_crash(built, tmp_path):
     b, inputs = built
     first, _ = sim(b, inputs, mode="inference")
     (path,) = files(tmp_path)
-    for garbage in ("\x00garbage", path.read_text()[:20], json.dumps({"key": "x", "value": 1}),
-                    json.dumps({"key": path.stem, "value": {"memory": 3}})):  # noise, truncated, another key, another shape
+    for garbage in ("\x00garbage", path.read_text()[:20], json.dumps({"key": "x", "value": 1}), json.dumps({"key": path.stem, "value": {"memory": 3}})):  # noise, truncated, another key, another shape
         path.write_text(garbage)
         ignored = cache.STATS["ignored"]
         again, ran = sim(b, inputs, mode="inference")

@@ -69,11 +69,26 @@ def _ram_bytes() -> int:
         return 16 * 2**30
 
 
-def run(spec: str, *, inputs: InputOptions, mode: str = "full", precision: str = "bf16-mixed", optimizer: str = "adamw",
-        lora_rank: int = 16, grad_checkpointing: bool = False, device: str = "cpu", steps: int = 2,
-        trust_remote_code: bool = False, lora_targets: tuple[str, ...] | None = None, lora_dropout: float = 0.0,
-        adapter_dtype: str | None = None, attn_implementation: str | None = None, task: str | None = None,
-        num_labels: int = 2, grad_accumulation: int = 1) -> MeasureResult:
+def run(
+    spec: str,
+    *,
+    inputs: InputOptions,
+    mode: str = "full",
+    precision: str = "bf16-mixed",
+    optimizer: str = "adamw",
+    lora_rank: int = 16,
+    grad_checkpointing: bool = False,
+    device: str = "cpu",
+    steps: int = 2,
+    trust_remote_code: bool = False,
+    lora_targets: tuple[str, ...] | None = None,
+    lora_dropout: float = 0.0,
+    adapter_dtype: str | None = None,
+    attn_implementation: str | None = None,
+    task: str | None = None,
+    num_labels: int = 2,
+    grad_accumulation: int = 1,
+) -> MeasureResult:
     from .plan.measure import measure_model
     from .plan.memory import simulate
     from .plan.step import TrainSetup
@@ -85,19 +100,27 @@ def run(spec: str, *, inputs: InputOptions, mode: str = "full", precision: str =
     inputs.validate()
     source = resolve(spec, trust_remote_code=trust_remote_code)
     if attn_implementation == "flash_attention_2":
-        raise InputError("measure runs the real model: flash_attention_2 needs the flash-attn package on a CUDA card; "
-                         "measure sdpa or eager, or plan flash_attention_2 with --plan")
+        raise InputError("measure runs the real model: flash_attention_2 needs the flash-attn package on a CUDA card; measure sdpa or eager, or plan flash_attention_2 with --plan")
     if (attn_implementation or task) and source.config is not None:
         from .build import build_from_config
 
-        built = build_from_config(source.config, source.id, attn_implementation=attn_implementation or "sdpa", task=task,
-                                  num_labels=num_labels, strict_attention=attn_implementation is not None)
+        built = build_from_config(source.config, source.id, attn_implementation=attn_implementation or "sdpa", task=task, num_labels=num_labels, strict_attention=attn_implementation is not None)
     else:
         built = build(source)
     plan = plan_inputs(built.model, built.config, inputs, source.default_input_shape)
-    setup = TrainSetup(mode=mode, precision=precision, optimizer=optimizer, grad_checkpointing=grad_checkpointing,
-                       lora_rank=lora_rank, lora_targets=lora_targets, lora_dropout=lora_dropout, adapter_dtype=adapter_dtype,
-                       attn_implementation=attn_implementation, grad_accumulation=grad_accumulation, device=device)
+    setup = TrainSetup(
+        mode=mode,
+        precision=precision,
+        optimizer=optimizer,
+        grad_checkpointing=grad_checkpointing,
+        lora_rank=lora_rank,
+        lora_targets=lora_targets,
+        lora_dropout=lora_dropout,
+        adapter_dtype=adapter_dtype,
+        attn_implementation=attn_implementation,
+        grad_accumulation=grad_accumulation,
+        device=device,
+    )
     setup.validate()
     sim = simulate(built, plan, setup, steps=max(steps, 2))
     # Refuse a real run that cannot fit this machine.

@@ -21,12 +21,14 @@ from . import __version__
 from .build import build
 from .errors import TraceTimeout
 from .inputs import plan_inputs
+from .inputs.work import check_plan
 from .options import DEFAULT_PLAN_TIMEOUT_S, DEFAULT_TIMEOUT_S, CostOptions, InputOptions, Options, PlanOptions  # noqa: F401  (re-exported)
 from .report import InputInfo, InputTensor, ModelInfo, PassResult, Report
 from .sources import resolve
 from .trace import trace
 from .trace.counts import build_params
 from .trace.structure import build_structure
+
 
 @contextlib.contextmanager
 def _time_limit(seconds: float | None, what: str):
@@ -248,12 +250,21 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
             # Only the input batch is reported in full (first step too); the
             # batch search needs the steady state alone (half the work).
             cache[b] = estimate_with_curve(
-                built, with_batch(plan, b), mode, precision=opts.precision, optimizer=p.optimizer,
-                grad_checkpointing=p.grad_checkpointing, lora_rank=p.lora_rank, context_len=p.context_len,
-                lora_targets=tuple(p.lora_targets) if p.lora_targets else None, lora_dropout=p.lora_dropout,
-                adapter_dtype=p.adapter_dtype, attn_implementation=p.attn_implementation,
+                built,
+                with_batch(plan, b),
+                mode,
+                precision=opts.precision,
+                optimizer=p.optimizer,
+                grad_checkpointing=p.grad_checkpointing,
+                lora_rank=p.lora_rank,
+                context_len=p.context_len,
+                lora_targets=tuple(p.lora_targets) if p.lora_targets else None,
+                lora_dropout=p.lora_dropout,
+                adapter_dtype=p.adapter_dtype,
+                attn_implementation=p.attn_implementation,
                 grad_accumulation=p.grad_accumulation if mode != "inference" else 1,
-                steady_only=b != plan.batch, cache=_use_cache(opts),
+                steady_only=b != plan.batch,
+                cache=_use_cache(opts),
             )
         return cache[b]
 
@@ -271,9 +282,7 @@ def _multi_gpu(cards, multi, largest_layer_bytes: int, headroom: float) -> list:
     from .plan.fit import fsdp_plans, pipeline_plans
 
     one, c1, c2 = multi
-    plans = pipeline_plans(cards, "full", c1.segments if c1 else None,
-                           one.breakdown.overhead + (0 if one.phase == "optimizer" else one.breakdown.temporary),
-                           one.peak_bytes, headroom)
+    plans = pipeline_plans(cards, "full", c1.segments if c1 else None, one.breakdown.overhead + (0 if one.phase == "optimizer" else one.breakdown.temporary), one.peak_bytes, headroom)
     return plans + fsdp_plans(cards, "full", c1, c2, largest_layer_bytes, headroom)
 
 
@@ -292,9 +301,9 @@ def _count_job(built, opts: Options, default_shape):
 
 def _use_cache(opts: Options) -> bool:
     """Whether the plan's simulations and the cost count read and write the cache on disk
-    (neurarch.plan.cache): ``Options.cache`` or ``PlanOptions.cache`` False (``--no-cache``)
-    turns it off, as ``NEURARCH_NO_CACHE=1`` does."""
-    return bool(getattr(opts, "cache", True)) and bool(getattr(opts.plan, "cache", True))
+    (neurarch.plan.cache): ``Options.cache`` False (``--no-cache``) turns it off, as
+    ``NEURARCH_NO_CACHE=1`` does."""
+    return opts.cache
 
 
 def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
@@ -315,9 +324,9 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
     multi-GPU plans, and the cost's per-op work, from the jobs' results.  A
     section that fails (the cost count, the multi-GPU plans) leaves its error
     in ``errors`` under its JSON path; the others stand."""
+    from .options import OPTIMIZER_IMPLEMENTATIONS
     from .plan.fit import card_fit
     from .report.memory import MemoryAssumptions, MemorySection
-    from .options import OPTIMIZER_IMPLEMENTATIONS
 
     p = opts.plan
     results = jobs.results()
@@ -348,8 +357,7 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
             attn_implementation_how=attention[1],
             task=p.task,
             model_class=attention[2],
-            method="training steps simulated on fake tensors (steady state: step 2), CUDA kernel semantics; "
-            "peak_bytes adds caching-allocator rounding and fixed CUDA overhead",
+            method="training steps simulated on fake tensors (steady state: step 2), CUDA kernel semantics; peak_bytes adds caching-allocator rounding and fixed CUDA overhead",
         )
     )
     fits = [card_fit(c) for c in cards or []]
@@ -437,8 +445,7 @@ def _plan_model(built, source, opts: Options):
     want = p.attn_implementation if p is not None else None
     trained = built
     if built.config is not None and source.config is not None and (task is not None or want not in (None, "sdpa", "flash_attention_2")):
-        trained = build_from_config(source.config, source.id, attn_implementation="eager" if want == "eager" else "sdpa",
-                                    task=task, num_labels=p.num_labels, strict_attention=want is not None)
+        trained = build_from_config(source.config, source.id, attn_implementation="eager" if want == "eager" else "sdpa", task=task, num_labels=p.num_labels, strict_attention=want is not None)
     elif built.config is None and (task is not None or want is not None):
         raise InputError("--task and --attn-implementation apply to transformers models only")
     used = _attention_of(trained.model)
@@ -449,8 +456,7 @@ def _plan_model(built, source, opts: Options):
             raise InputError(f"{trained.model_class} does not support flash_attention_2 in transformers")
         if used != "sdpa":
             raise InputError(f"{trained.model_class} has no SDPA path to model flash_attention_2 on")
-        used, how = "flash_attention_2", ("--attn-implementation flash_attention_2, simulated with CUDA's flash kernel "
-                                          "(the flash-attn package itself needs CUDA to install)")
+        used, how = "flash_attention_2", ("--attn-implementation flash_attention_2, simulated with CUDA's flash kernel (the flash-attn package itself needs CUDA to install)")
     else:
         if used != want:
             raise InputError(f"{trained.model_class} cannot run attn_implementation={want!r} (it runs {used!r})")
@@ -472,6 +478,9 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
         want_jobs = opts.plan is not None or opts.cost is not None
         trained, attention = _plan_model(built, source, opts) if want_jobs else (built, (None, "", None))
+        if attention[0] == "eager" and _attention_of(built.model) != "eager":
+            # the recipe's eager model keeps the attention scores: bound them before anything runs
+            check_plan(plan, trained.config, opts.inputs, attention="eager")
         jobs = None
         section_errors: dict[str, str] = {}
         try:

@@ -69,11 +69,40 @@ ATTENTION_OPS = {str(op) for op in EXTRA_FORMULAS} | {str(op) for op in flop_reg
 
 # Ops that move no data: metadata, views and aliases.
 _FREE = {
-    "aten.detach", "aten.t", "aten.view", "aten._unsafe_view", "aten.transpose", "aten.expand", "aten.slice",
-    "aten.unsqueeze", "aten.squeeze", "aten.permute", "aten.alias", "aten.lift_fresh", "aten.select", "aten.as_strided",
-    "aten.reshape", "aten._reshape_alias", "aten.split", "aten.unbind", "aten.chunk", "aten.narrow", "aten.unflatten",
-    "aten.empty", "aten.empty_strided", "aten.zeros", "aten.ones", "aten.arange", "aten.randint", "aten.full",
-    "aten.new_empty", "aten.new_empty_strided", "aten.sym_size", "aten.sym_stride", "aten.sym_numel", "aten.is_same_size",
+    "aten.detach",
+    "aten.t",
+    "aten.view",
+    "aten._unsafe_view",
+    "aten.transpose",
+    "aten.expand",
+    "aten.slice",
+    "aten.unsqueeze",
+    "aten.squeeze",
+    "aten.permute",
+    "aten.alias",
+    "aten.lift_fresh",
+    "aten.select",
+    "aten.as_strided",
+    "aten.reshape",
+    "aten._reshape_alias",
+    "aten.split",
+    "aten.unbind",
+    "aten.chunk",
+    "aten.narrow",
+    "aten.unflatten",
+    "aten.empty",
+    "aten.empty_strided",
+    "aten.zeros",
+    "aten.ones",
+    "aten.arange",
+    "aten.randint",
+    "aten.full",
+    "aten.new_empty",
+    "aten.new_empty_strided",
+    "aten.sym_size",
+    "aten.sym_stride",
+    "aten.sym_numel",
+    "aten.is_same_size",
 }
 
 
@@ -149,8 +178,12 @@ class OpCounter(TorchDispatchMode):
         ins, _ = tree_flatten((args, kwargs))
         outs, _ = tree_flatten(out)
         causal = name in ATTENTION_OPS and _argument(func, args, kwargs, "is_causal") is True
-        weight_grad = (self.phase == "backward" and name in _WEIGHT_GRAD_OPS and isinstance(out, torch.Tensor)
-                       and out.dim() == 2 and (tuple(out.shape) in self.weight_shapes or tuple(out.shape)[::-1] in self.weight_shapes))
-        self.records.append(OpRecord(name, self.phase, int(flops), self._bytes(ins) + self._bytes(outs), formula is not None, causal,
-                                     weight_grad))
+        weight_grad = (
+            self.phase == "backward"
+            and name in _WEIGHT_GRAD_OPS
+            and isinstance(out, torch.Tensor)
+            and out.dim() == 2
+            and (tuple(out.shape) in self.weight_shapes or tuple(out.shape)[::-1] in self.weight_shapes)
+        )
+        self.records.append(OpRecord(name, self.phase, int(flops), self._bytes(ins) + self._bytes(outs), formula is not None, causal, weight_grad))
         return out

@@ -52,7 +52,6 @@ LAUNCH_SECONDS = 4e-6
 ADAMW_BYTES_PER_PARAM = 28
 
 
-
 @dataclass
 class StepWork:
     """Per-op FLOPs and bytes at batch 2 and 3 (for the affine extrapolation).
@@ -146,8 +145,7 @@ def _count_at_2_and_3(model: nn.Module, cfg, opts: InputOptions, float_bytes: in
     return c1, c2
 
 
-def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, default_shape=None, *, cut_depth: bool = True,
-               cache: bool = False) -> StepWork:
+def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, default_shape=None, *, cut_depth: bool = True, cache: bool = False) -> StepWork:
     """Trace one training step's ops at batch 2 and 3 (a deep model cut to 2 and 3
     repeats of its layer stack, see :class:`StepWork`).  ``cache``: read and write
     the count in the simulation cache on disk (:mod:`neurarch.plan.cache`)."""
@@ -187,11 +185,11 @@ def _count_step(model: nn.Module, cfg, opts: InputOptions, float_bytes: int, def
                 raise RuntimeError("the cut runs do not line up")
             n = stack.units
             return StepWork(
-                a1.records + b1.records, a2.records + b2.records,
+                a1.records + b1.records,
+                a2.records + b2.records,
                 a1.unknown_matmul_like | b1.unknown_matmul_like,
                 weights=[3.0 - n] * len(a1.records) + [n - 2.0] * len(b1.records),
-                method=f"traced with the layer stack {stack.describe()} cut to {stack.depth(2)} and {stack.depth(3)} layers, "
-                f"extrapolated to {stack.length}",
+                method=f"traced with the layer stack {stack.describe()} cut to {stack.depth(2)} and {stack.depth(3)} layers, extrapolated to {stack.length}",
             )
         except Exception:  # the cut model does not run: count it whole
             pass
@@ -207,8 +205,7 @@ def _peak_flops(card: Card, precision: str) -> float | None:
     return card.dense_bf16_tflops * 1e12 if card.dense_bf16_tflops else None
 
 
-def step_time(work: StepWork, batch: int, card: Card, precision: str, trainable: int,
-              frozen: bool = False) -> tuple[float, float, str] | None:
+def step_time(work: StepWork, batch: int, card: Card, precision: str, trainable: int, frozen: bool = False) -> tuple[float, float, str] | None:
     """(seconds, share of time in compute-bound ops, 'compute'|'memory') or None if the card lacks data.
 
     ``frozen``: a LoRA/QLoRA step (the frozen weights' gradient matmuls are
@@ -219,7 +216,7 @@ def step_time(work: StepWork, batch: int, card: Card, precision: str, trainable:
     flops_rate = peak * COMPUTE_EFFICIENCY
     bw = card.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY
     total = compute_time = 0.0
-    for flops, nbytes, matmul, causal, weight in work.at(batch, frozen):
+    for flops, nbytes, _matmul, causal, weight in work.at(batch, frozen):
         t_c = flops / flops_rate * (0.5 if causal else 1.0)  # causal kernels skip the masked half
         t_m = nbytes / bw
         t = (max(t_c, t_m) + LAUNCH_SECONDS) * weight
@@ -260,8 +257,7 @@ class Run:
     trainable: int | None = None  # the mode's trainable parameters (LoRA: the adapters)
 
 
-def runs_for(card: Card, batch: int, fits: dict[str, int] | None, fsdp: tuple[int, int | None] | None,
-             trainable: dict[str, int]) -> list[Run]:
+def runs_for(card: Card, batch: int, fits: dict[str, int] | None, fsdp: tuple[int, int | None] | None, trainable: dict[str, int]) -> list[Run]:
     """What a user can run on ``card`` at ``batch`` per the memory plan's largest batches.
 
     Full fine-tuning where one card holds it; where it does not, the LoRA (else
@@ -352,8 +348,7 @@ def estimate(
             if run.gpus > 1:
                 comm = fsdp_comm_seconds(param_bytes, run.gpus, card)
                 if comm is None:
-                    rows.append(CostCard(name=card.name, mode=run.mode, gpus=run.gpus, batch=b, fits=True,
-                                         note=(note or "") + "; no interconnect figure for this card"))
+                    rows.append(CostCard(name=card.name, mode=run.mode, gpus=run.gpus, batch=b, fits=True, note=(note or "") + "; no interconnect figure for this card"))
                     continue
                 used_fsdp.add(card.name)
                 if comm > seconds:
@@ -393,19 +388,23 @@ def estimate(
     for r in rows:
         r.cheapest = r is cheap
         r.fastest = r is fast
-    head = next((r for r in rows if r.name == headline_card and r.usd is not None), None) or next(
-        (r for r in rows if r.name == headline_card), None)
-    pricing = ("per card, the batch asked for where the memory plan says it fits, else the largest that does"
-               if fits else "the batch asked for, not checked against memory (no --plan)")
+    head = next((r for r in rows if r.name == headline_card and r.usd is not None), None) or next((r for r in rows if r.name == headline_card), None)
+    pricing = "per card, the batch asked for where the memory plan says it fits, else the largest that does" if fits else "the batch asked for, not checked against memory (no --plan)"
     if any(r.mode != "full" for r in rows):
         pricing += "; where full fine-tuning fits no single card, the LoRA (else QLoRA) run on one card, whose backward skips the frozen weights' gradient matmuls"
     if any(r.gpus > 1 for r in rows):
         pricing += "; and the FSDP run on the fewest cards that hold it (usd for all of them)"
     links = sorted({f"{c.name}: {c.interconnect_gb_s:g} GB/s, {c.interconnect_source}" for c in cards if c.name in used_fsdp})
-    interconnect = ("FSDP: each weight crosses the card-to-card link 3 times a step (all-gather for forward and backward, "
-                    "reduce-scatter of its gradient), (N-1)/N of it per card in one direction (half the datasheet's "
-                    "bidirectional figure, at the same 0.90 efficiency as memory bandwidth); the step takes the longer of "
-                    "compute and that traffic (FSDP prefetches the next layer while one computes). Links: " + "; ".join(links)) if links else ""
+    interconnect = (
+        (
+            "FSDP: each weight crosses the card-to-card link 3 times a step (all-gather for forward and backward, "
+            "reduce-scatter of its gradient), (N-1)/N of it per card in one direction (half the datasheet's "
+            "bidirectional figure, at the same 0.90 efficiency as memory bandwidth); the step takes the longer of "
+            "compute and that traffic (FSDP prefetches the next layer while one computes). Links: " + "; ".join(links)
+        )
+        if links
+        else ""
+    )
     return CostSection(
         assumptions=CostAssumptions(
             epochs=epochs,
@@ -429,8 +428,14 @@ def estimate(
         flops_per_sample=int(flops_per_sample),
         flops_per_token=int(flops_per_sample / seq_len) if tokens is not None and seq_len else None,
         cards=rows,
-        headline=CostHeadline(card=headline_card, usd=head.usd if head else None, run_hours=head.run_hours if head else None,
-                              batch=head.batch if head else None, mode=head.mode if head else None, gpus=head.gpus if head else None),
+        headline=CostHeadline(
+            card=headline_card,
+            usd=head.usd if head else None,
+            run_hours=head.run_hours if head else None,
+            batch=head.batch if head else None,
+            mode=head.mode if head else None,
+            gpus=head.gpus if head else None,
+        ),
         cheapest=cheapest,
         fastest=fastest,
         ops_without_formula=sorted(work.unknown),

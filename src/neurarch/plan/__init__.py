@@ -16,6 +16,19 @@ from .memory import Simulation, estimate, simulate, simulate_inference, with_bat
 from .step import PlanOptionError, TrainSetup
 
 __all__ = [
-    "estimate", "simulate", "simulate_inference", "with_batch", "measure_model", "measure_cpu", "measure_cuda", "real_factory",
-    "Simulation", "Measurement", "MemoryBreakdown", "MemoryMode", "MemorySection", "TrainSetup", "PlanOptionError",
+    "estimate",
+    "simulate",
+    "simulate_inference",
+    "with_batch",
+    "measure_model",
+    "measure_cpu",
+    "measure_cuda",
+    "real_factory",
+    "Simulation",
+    "Measurement",
+    "MemoryBreakdown",
+    "MemoryMode",
+    "MemorySection",
+    "TrainSetup",
+    "PlanOptionError",
 ]

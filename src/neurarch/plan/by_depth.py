@@ -27,8 +27,7 @@ CUT_UNITS = (2, 3)
 stack_of = depth.stack_of
 
 
-def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None,
-                      steady_only: bool = False) -> Simulation | None:
+def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None, steady_only: bool = False) -> Simulation | None:
     """The simulation of ``built`` from two runs with its layer stack cut short, or
     None when the model has no stack worth cutting.  Raises depth.NotRepeating
     when the two runs do not line up op by op (then simulate the whole model)."""
@@ -63,9 +62,7 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
         best = max(step_peaks, key=lambda p: p.bytes)
         rounded = peak(keep)[1]
     n = stack.units
-    sim = Simulation(setup, sb.steps, best, step_peaks,
-                     depth.line_int(sa.trainable_parameters, sb.trainable_parameters, ua, ub, n),
-                     depth.line_int(sa.parameters, sb.parameters, ua, ub, n))
+    sim = Simulation(setup, sb.steps, best, step_peaks, depth.line_int(sa.trainable_parameters, sb.trainable_parameters, ua, ub, n), depth.line_int(sa.parameters, sb.parameters, ua, ub, n))
     sim.rounded_bytes = rounded
     sim.kv_cache_bytes = depth.line_int(sa.kv_cache_bytes, sb.kv_cache_bytes, ua, ub, n)
     sim.context_len = sb.context_len
@@ -73,8 +70,10 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
     sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
     sim.lives, sim.forward_end = sb.lives, sb.forward_end  # the 3-repeat run's, for the per-layer split
     sim.cut = (stack, ub)
-    sim.method = (f"simulated with the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, "
-                  f"and extrapolated to {stack.length} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)")
+    sim.method = (
+        f"simulated with the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, "
+        f"and extrapolated to {stack.length} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)"
+    )
     return sim
 
 
@@ -105,7 +104,7 @@ def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[s
         if not name:
             return None
         if prefix and name.startswith(prefix):
-            return prefix + name[len(prefix):].split(".")[0]
+            return prefix + name[len(prefix) :].split(".")[0]
         return ".".join(name.split(".")[:depth_out])
 
     ev = sim.forward_end
@@ -148,6 +147,7 @@ def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[s
                 else:
                     j = stack.head + stack.period + o
             return act.get(f"{prefix}{j}", 0)
+
         for i in range(stack.length):
             act[f"{prefix}{i}"] = layer_act(i)
     order_key = {seg: first_seen.get(seg, 1 << 62) for seg in numel}
@@ -173,8 +173,7 @@ def _steady_filter(setup: TrainSetup, pts: dict):
 _NO_STACK = depth.Stack("\0", 0, 0, 1)  # labels every op as outside any stack
 
 
-def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None,
-                  cut_depth: bool = True, steady_only: bool = False) -> Simulation:
+def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None, cut_depth: bool = True, steady_only: bool = False) -> Simulation:
     """Simulate one mode: by depth when the model has a stack worth cutting, else whole."""
     why = None
     failed = _NO_CUT.setdefault(built.model, {})

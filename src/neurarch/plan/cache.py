@@ -75,6 +75,7 @@ def max_bytes() -> int:
 # Fingerprints
 # --------------------------------------------------------------------------
 
+
 @lru_cache(maxsize=1)
 def _package_hash() -> str:
     root = Path(__file__).resolve().parents[1]  # the neurarch package
@@ -209,6 +210,7 @@ def key(kind: str, model: nn.Module, config: Any, *parts: Any) -> str:
 # --------------------------------------------------------------------------
 # Files
 # --------------------------------------------------------------------------
+
 
 def load(k: str) -> Any | None:
     """The stored value under key ``k``, or None (absent, unreadable, corrupt, or off)."""

@@ -268,7 +268,7 @@ def _rename(module: str | None, stack: Stack, role: tuple, units_from: int, unit
         return module
     i = int(m.group(1))
     i += (units_to - units_from) * stack.period
-    return f"{stack.path}.{i}{module[m.end():]}"
+    return f"{stack.path}.{i}{module[m.end() :]}"
 
 
 def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, units_b: int, stack: Stack) -> dict[tuple, _Point]:
@@ -309,9 +309,15 @@ def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, un
         if sum(cats) != total or min(cats) < 0:
             raise NotRepeating(f"op {key}: the breakdown does not extrapolate ({cats} against {total})")
         out[key] = _Point(
-            total, line(pa.rounded, pb.rounded), pb.allocated,
-            tuple(cats), pb.step, pb.phase,
-            _rename(pb.module, stack, role, units_b, n), pb.order, line(pa.copies, pb.copies),
+            total,
+            line(pa.rounded, pb.rounded),
+            pb.allocated,
+            tuple(cats),
+            pb.step,
+            pb.phase,
+            _rename(pb.module, stack, role, units_b, n),
+            pb.order,
+            line(pa.copies, pb.copies),
         )
     return out
 
@@ -320,7 +326,7 @@ def peak_over(points: dict[tuple, _Point], keep) -> tuple[_Point | None, int]:
     """The largest total among labels ``keep(step, phase)`` accepts, and the largest rounded total."""
     best: _Point | None = None
     best_r = 0
-    for key, p in points.items():
+    for p in points.values():
         if not keep(p.step, p.phase):
             continue
         if best is None or p.total > best.total or (p.total == best.total and p.order < best.order):
@@ -336,4 +342,3 @@ def line_int(a: int | None, b: int | None, units_a: int, units_b: int, units: in
     if (b - a) % (units_b - units_a):
         raise NotRepeating(f"a per-repeat figure is not whole: {a} at {units_a}, {b} at {units_b}")
     return a + (b - a) // (units_b - units_a) * (units - units_a)
-

@@ -40,6 +40,7 @@ def _grouped_mm(func, args, kwargs):
     dtype = tensors[0].dtype if tensors else torch.bfloat16
     if dtype == torch.bfloat16:
         return func(*args, **kwargs)
+
     # Stand-ins: views re-typed without copying are not possible across sizes,
     # so build bf16 fakes of the same shape/stride (no storage is real).
     def stand_in(t: torch.Tensor) -> torch.Tensor:

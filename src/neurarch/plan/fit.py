@@ -107,8 +107,7 @@ def card_batch(sim_at: Callable[[int], tuple], card: Card, mode: str, headroom: 
     return largest_batch(sim_at, card.memory_bytes / headroom + workspace_saving(card, mode))
 
 
-def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, headroom: float = DEFAULT_HEADROOM,
-               max_gpus: int = 512) -> list[MultiGpuPlan]:
+def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, headroom: float = DEFAULT_HEADROOM, max_gpus: int = 512) -> list[MultiGpuPlan]:
     """FSDP / ZeRO-3 estimates for cards that cannot hold batch 1 alone.
 
     ``c1`` and ``c2`` are the simulated curves at batch 1 and 2: per op, what
@@ -144,7 +143,12 @@ def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, h
             floor = max(v - s for v, s in zip(v1, sh)) + gather
             plans.append(
                 MultiGpuPlan(
-                    card=card.name, strategy="fsdp", mode=mode, gpus=0, per_gpu_bytes=int(floor), max_batch_per_gpu=0,
+                    card=card.name,
+                    strategy="fsdp",
+                    mode=mode,
+                    gpus=0,
+                    per_gpu_bytes=int(floor),
+                    max_batch_per_gpu=0,
                     method=f"no number of these cards holds batch 1 (up to {max_gpus} tried): what each card keeps whole at "
                     "batch 1 (activations, scratch and two gathered copies of the largest layer) is more than it has",
                 )
@@ -177,8 +181,7 @@ def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, h
     return plans
 
 
-def pipeline_plans(cards: list[Card], mode: str, segments: list[tuple[str, int]] | None, per_card_extra: int,
-                   full_peak: int, headroom: float = DEFAULT_HEADROOM) -> list[MultiGpuPlan]:
+def pipeline_plans(cards: list[Card], mode: str, segments: list[tuple[str, int]] | None, per_card_extra: int, full_peak: int, headroom: float = DEFAULT_HEADROOM) -> list[MultiGpuPlan]:
     """The seed's two-card pipeline, for cards that cannot hold batch 1 alone:
     the contiguous cut that minimises the fuller card (:func:`.pipeline_cut.balanced_cut`).
 
@@ -200,8 +203,13 @@ def pipeline_plans(cards: list[Card], mode: str, segments: list[tuple[str, int]]
             continue
         plans.append(
             MultiGpuPlan(
-                card=card.name, strategy="pipeline", mode=mode, gpus=2, per_gpu_bytes=max(stages),
-                cut_after=cut.cut_after[0], stage_bytes=stages,
+                card=card.name,
+                strategy="pipeline",
+                mode=mode,
+                gpus=2,
+                per_gpu_bytes=max(stages),
+                cut_after=cut.cut_after[0],
+                stage_bytes=stages,
                 method="estimate: the layers in execution order split where the fuller card is emptiest; per card its "
                 "layers' weights, gradients and optimizer state and their saved activations (batch 1, one micro-batch), "
                 "plus the simulated peak's scratch and the CUDA overhead",

@@ -20,6 +20,7 @@ from .tracker import INPUT, LiveTracker
 # Inference: prefill at the input shape, KV cache at a context length
 # --------------------------------------------------------------------------
 
+
 def _reachable_tensors(obj, seen: set[int] | None = None, depth: int = 0) -> list[torch.Tensor]:
     """Tensors held by a cache object (DynamicCache layers, tuples of tuples ...)."""
     seen = set() if seen is None else seen
@@ -74,8 +75,7 @@ def simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *,
     return _with_values(built, lambda values: _simulate_inference(built, plan, setup, context_len, record_ops, values))
 
 
-def _simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, context_len: int | None, record_ops: bool,
-                        values: bool) -> Simulation:
+def _simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, context_len: int | None, record_ops: bool, values: bool) -> Simulation:
     model = prepare(meta_copy(built.model), setup)
     accepts = _decoder_accepts(model)
     # transformers 5 calls the cache argument ``cache``; 4.x called it ``past_key_values``.
@@ -105,6 +105,7 @@ def _simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, c
                 return
             cache = _cache_of(out)
             del out
+
             def token_ids(shape):
                 if watch.values is None:
                     return torch.randint(0, 2, shape)
@@ -136,10 +137,11 @@ def _simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, c
     peaks = [_peak_of(lives, marks[(s, ph)], marks.get((s, f"end-{ph}"), tracker.events)) for s, ph in parts if (s, ph) in marks]
     best = max(peaks, key=lambda p: p.bytes) if peaks else peak
     sim = Simulation(setup, 1, best, [best], 0, _count(model), lives)
-    sim.rounded_bytes = max(
-        _replay(lives, marks[(s, ph)], marks.get((s, f"end-{ph}"), tracker.events), cuda_round)[0]
-        for s, ph in parts if (s, ph) in marks
-    ) if peaks else _replay(lives, 0, tracker.events, cuda_round)[0]
+    sim.rounded_bytes = (
+        max(_replay(lives, marks[(s, ph)], marks.get((s, f"end-{ph}"), tracker.events), cuda_round)[0] for s, ph in parts if (s, ph) in marks)
+        if peaks
+        else _replay(lives, 0, tracker.events, cuda_round)[0]
+    )
     sim.kv_cache_bytes = info.get("kv")
     sim.context_len = ctx if decoder else None
     sim.ops = tracker.ops

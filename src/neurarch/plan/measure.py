@@ -53,7 +53,6 @@ class AllocatorTrace:
         return best, when
 
 
-
 def _walk(nodes) -> Iterator:
     stack = list(nodes)
     while stack:
@@ -80,7 +79,7 @@ def allocator_events() -> Iterator[list[AllocatorTrace]]:
         elif node.name.startswith(_PHASE_PREFIX):
             # A phase that runs more than once in a step (forward/backward of accumulated
             # micro-batches) spans from its first start to its last end.
-            name = node.name[len(_PHASE_PREFIX):]
+            name = node.name[len(_PHASE_PREFIX) :]
             a, b = ranges.get(name, (node.start_time_ns, node.end_time_ns))
             ranges[name] = (min(a, node.start_time_ns), max(b, node.end_time_ns))
     events.sort(key=lambda e: e[0])
@@ -196,8 +195,7 @@ def measure_cuda(
     labels = label_specs(base, cfg, plan)
     model = prepare(base, setup).to(dev)
     quantized = quantize_4bit(model, seed) if setup.mode == "qlora" else []
-    batch = {k: v.to(dev) if isinstance(v, torch.Tensor) else v
-             for k, v in make_batch(plan, labels, setup, real=True, seed=seed).items()}
+    batch = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in make_batch(plan, labels, setup, real=True, seed=seed).items()}
     optimizer = make_optimizer(trainable(model), setup)
     del quantized
     gc.collect()
@@ -232,9 +230,11 @@ def real_factory(built, source=None) -> Callable[[], nn.Module]:
     same config.  Returns a callable, so each measurement gets a fresh model.
     """
     if source is not None and getattr(source, "factory", None) is not None:
+
         def make() -> nn.Module:
             m = source.factory()
             return getattr(m, "model", m)  # a factory may return a BuiltModel
+
         return make
     if built.config is not None:
         cls, cfg = type(built.model), built.config
@@ -242,6 +242,7 @@ def real_factory(built, source=None) -> Callable[[], nn.Module]:
         def make() -> nn.Module:
             with torch.device("cpu"):
                 return cls(cfg)
+
         return make
     from .step import PlanOptionError
 

@@ -27,6 +27,7 @@ from these simulations at several batches.
 different tensors (:mod:`neurarch.plan.semantics`, multi-tensor optimizers);
 ``device="cpu"`` follows CPU's, which is what the CPU measurement checks.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,6 +46,7 @@ from .step import DEFAULT_LORA_RANK, TrainSetup
 # --------------------------------------------------------------------------
 # The report section
 # --------------------------------------------------------------------------
+
 
 def estimate(built: BuiltModel, plan: InputPlan, mode: str = "full", **options) -> MemoryMode:
     """One ``memory.<mode>`` section: simulate, then add the CUDA overhead."""
@@ -80,20 +82,28 @@ def estimate_with_curve(
     ``cache``: read and write the result in the simulation cache on disk
     (:mod:`.cache`; the planner's runs turn it on, ``NEURARCH_NO_CACHE=1`` off).
     """
-    setup = TrainSetup(mode=mode, precision=precision, optimizer=optimizer, grad_checkpointing=grad_checkpointing,
-                       lora_rank=lora_rank, lora_targets=lora_targets, lora_dropout=lora_dropout, adapter_dtype=adapter_dtype,
-                       attn_implementation=attn_implementation, grad_accumulation=grad_accumulation, device=device)
+    setup = TrainSetup(
+        mode=mode,
+        precision=precision,
+        optimizer=optimizer,
+        grad_checkpointing=grad_checkpointing,
+        lora_rank=lora_rank,
+        lora_targets=lora_targets,
+        lora_dropout=lora_dropout,
+        adapter_dtype=adapter_dtype,
+        attn_implementation=attn_implementation,
+        grad_accumulation=grad_accumulation,
+        device=device,
+    )
     setup.validate()
     k = None
     if cache and _cache.enabled():
-        k = _cache.key("memory", built.model, built.config, _key_plan(plan), _key_setup(setup), steps, context_len, hopper, cut_depth,
-                       steady_only)
+        k = _cache.key("memory", built.model, built.config, _key_plan(plan), _key_setup(setup), steps, context_len, hopper, cut_depth, steady_only)
     failed = _NO_CUT.setdefault(built.model, {})
     known_failure = setup in failed
 
     def compute():
-        result = _estimate_with_curve(built, plan, setup, steps=steps, context_len=context_len, hopper=hopper, cut_depth=cut_depth,
-                                      steady_only=steady_only)
+        result = _estimate_with_curve(built, plan, setup, steps=steps, context_len=context_len, hopper=hopper, cut_depth=cut_depth, steady_only=steady_only)
         return result, (failed.get(setup) if not known_failure else None)
 
     def decode(raw):
@@ -119,8 +129,7 @@ def _key_setup(setup: TrainSetup) -> TrainSetup:
     if setup.mode in ("lora", "qlora"):
         return setup
     plain = TrainSetup()
-    setup = dataclasses.replace(setup, lora_rank=plain.lora_rank, lora_targets=plain.lora_targets, lora_dropout=plain.lora_dropout,
-                                adapter_dtype=plain.adapter_dtype)
+    setup = dataclasses.replace(setup, lora_rank=plain.lora_rank, lora_targets=plain.lora_targets, lora_dropout=plain.lora_dropout, adapter_dtype=plain.adapter_dtype)
     return dataclasses.replace(setup, optimizer=plain.optimizer) if setup.mode == "inference" else setup
 
 
@@ -128,7 +137,9 @@ def _encode_estimate(value) -> dict:
     (mem, curve), why = value
     return {
         "memory": mem.model_dump(mode="json"),
-        "curve": None if curve is None else {
+        "curve": None
+        if curve is None
+        else {
             "batch": curve.batch,
             "values": [[list(k), v] for k, v in curve.values.items()],
             "sharded": [[list(k), v] for k, v in curve.sharded.items()],
@@ -141,9 +152,15 @@ def _encode_estimate(value) -> dict:
 def _decode_estimate(raw: dict):
     mem = MemoryMode.model_validate(raw["memory"])
     c = raw["curve"]
-    curve = None if c is None else Curve(
-        c["batch"], {tuple(k): v for k, v in c["values"]}, {tuple(k): v for k, v in c["sharded"]},
-        None if c["segments"] is None else [tuple(s) for s in c["segments"]],
+    curve = (
+        None
+        if c is None
+        else Curve(
+            c["batch"],
+            {tuple(k): v for k, v in c["values"]},
+            {tuple(k): v for k, v in c["sharded"]},
+            None if c["segments"] is None else [tuple(s) for s in c["segments"]],
+        )
     )
     return (mem, curve), raw["no_cut"]
 
@@ -156,14 +173,14 @@ def simulations_run() -> int:
 _SIMULATIONS = [0]
 
 
-def _estimate_with_curve(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int, context_len: int | None, hopper: bool,
-                         cut_depth: bool, steady_only: bool) -> tuple[MemoryMode, "Curve | None"]:
+def _estimate_with_curve(
+    built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int, context_len: int | None, hopper: bool, cut_depth: bool, steady_only: bool
+) -> tuple[MemoryMode, "Curve | None"]:
     mode, precision, optimizer, device = setup.mode, setup.precision, setup.optimizer, setup.device
     grad_checkpointing, lora_rank, lora_targets, lora_dropout = setup.grad_checkpointing, setup.lora_rank, setup.lora_targets, setup.lora_dropout
     adapter_dtype = setup.adapter_dtype
     _SIMULATIONS[0] += 1
-    sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth,
-                        steady_only=steady_only and mode != "inference")
+    sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth, steady_only=steady_only and mode != "inference")
     peak = sim.steady
     peak_bytes = sim.rounded_bytes + fixed_overhead(training=mode != "inference", hopper=hopper)
     notes = [] if sim.method == "simulated" else [sim.method]
@@ -172,14 +189,14 @@ def _estimate_with_curve(built: BuiltModel, plan: InputPlan, setup: TrainSetup, 
         if precision.endswith("-mixed"):
             notes.append("autocast: CUDA's fp32 op list is applied to the ops models call from Python (layer_norm, softmax, exp ...); ops inside C++ composites follow CPU's")
     if mode in ("lora", "qlora"):
-        where = ("every linear layer but the head (CNNs: the convolutions)" if lora_targets in (None, ("all-linear",))
-                 else "the modules peft matches to " + ",".join(lora_targets))
+        where = "every linear layer but the head (CNNs: the convolutions)" if lora_targets in (None, ("all-linear",)) else "the modules peft matches to " + ",".join(lora_targets)
         adapters = "bf16 adapters" if adapter_dtype == "bf16" else "fp32 adapters (peft's autocast_adapter_dtype)"
-        notes.append(f"LoRA rank {lora_rank} on {where}, dropout {lora_dropout:g}, {adapters}; the head and all "
-                     "base weights frozen, as peft leaves them without modules_to_save")
+        notes.append(f"LoRA rank {lora_rank} on {where}, dropout {lora_dropout:g}, {adapters}; the head and all base weights frozen, as peft leaves them without modules_to_save")
     if mode == "qlora":
-        notes.append("QLoRA as peft's prepare_model_for_kbit_training leaves it: non-quantized weights (embeddings, norms, head) "
-                     "in fp32; that helper also turns on gradient checkpointing by default, here only with grad_checkpointing")
+        notes.append(
+            "QLoRA as peft's prepare_model_for_kbit_training leaves it: non-quantized weights (embeddings, norms, head) "
+            "in fp32; that helper also turns on gradient checkpointing by default, here only with grad_checkpointing"
+        )
     overhead = peak_bytes - sim.rounded_bytes
     curve = Curve(plan.batch, {k: v + overhead for k, v in sim.curve.items()}, sim.sharded or {}) if sim.curve else None
     if curve is not None and mode == "full" and not steady_only:
@@ -212,6 +229,7 @@ def _estimate_with_curve(built: BuiltModel, plan: InputPlan, setup: TrainSetup, 
 # --------------------------------------------------------------------------
 # Other batches (the batch search itself is plan.fit.card_batch)
 # --------------------------------------------------------------------------
+
 
 def with_batch(plan: InputPlan, batch: int) -> InputPlan:
     """The same inputs at another batch size (every tensor whose first dim is the batch)."""

@@ -46,9 +46,7 @@ class Cut(BaseModel):
     model_config = {"extra": "forbid", "frozen": True}
 
     stages: int = Field(description="Number of stages (cards).")
-    boundaries: list[int] = Field(
-        description="Index (into the segments) of the first segment of stages 2..k; len = stages - 1, increasing."
-    )
+    boundaries: list[int] = Field(description="Index (into the segments) of the first segment of stages 2..k; len = stages - 1, increasing.")
     cut_after: list[str] = Field(description="Per boundary: name of the last segment before it.")
     cut_before: list[str] = Field(description="Per boundary: name of the first segment after it.")
     stage_segments: list[list[str]] = Field(description="Segment names on each stage, in execution order.")

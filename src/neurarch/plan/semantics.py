@@ -65,8 +65,7 @@ def _sdpa(args, kwargs, flash_always: bool = False):
         return None
     # Flash: half precision, no mask, one head size for q, k and v up to 256
     # (sdp_utils.cpp check_head_dim_size_flash; DeepSeek's MLA has v narrower than q/k).
-    flash = (q.dtype in (torch.float16, torch.bfloat16) and (mask is None or flash_always) and q.size(-1) <= 256
-             and q.size(-1) == k.size(-1) == v.size(-1))
+    flash = q.dtype in (torch.float16, torch.bfloat16) and (mask is None or flash_always) and q.size(-1) <= 256 and q.size(-1) == k.size(-1) == v.size(-1)
     if k.size(-3) != q.size(-3):  # grouped-query: CUDA's math/efficient paths repeat K/V
         if not a.get("enable_gqa", False):
             return None
@@ -86,12 +85,47 @@ def _sdpa(args, kwargs, flash_always: bool = False):
 
 # From AT_FORALL_FP32 (torch 2.13 ATen/autocast_mode.h): ops CUDA autocast runs in fp32.
 CUDA_FP32 = {
-    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt",
-    "sinh", "tan", "pow", "softplus", "layer_norm", "rms_norm", "group_norm", "cosine_similarity",
-    "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "hinge_embedding_loss", "kl_div", "l1_loss",
-    "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss", "multilabel_margin_loss",
-    "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss", "binary_cross_entropy_with_logits",
-    "dist", "pdist", "cdist", "renorm", "logsumexp", "interpolate",
+    "acos",
+    "asin",
+    "cosh",
+    "erfinv",
+    "exp",
+    "expm1",
+    "log",
+    "log10",
+    "log2",
+    "log1p",
+    "reciprocal",
+    "rsqrt",
+    "sinh",
+    "tan",
+    "pow",
+    "softplus",
+    "layer_norm",
+    "rms_norm",
+    "group_norm",
+    "cosine_similarity",
+    "poisson_nll_loss",
+    "cosine_embedding_loss",
+    "nll_loss",
+    "hinge_embedding_loss",
+    "kl_div",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "mse_loss",
+    "margin_ranking_loss",
+    "multilabel_margin_loss",
+    "soft_margin_loss",
+    "triplet_margin_loss",
+    "multi_margin_loss",
+    "binary_cross_entropy_with_logits",
+    "dist",
+    "pdist",
+    "cdist",
+    "renorm",
+    "logsumexp",
+    "interpolate",
 }
 # From AT_FORALL_FP32_SET_OPT_DTYPE: run with dtype=float32 when the input is low precision.
 CUDA_FP32_OUT = {"prod", "softmax", "log_softmax", "cumprod", "cumsum", "sum"}

@@ -115,6 +115,7 @@ class Simulation:
 # The model on fake tensors
 # --------------------------------------------------------------------------
 
+
 def _meta_like(t: torch.Tensor) -> torch.Tensor:
     return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
 
@@ -170,8 +171,7 @@ def _fake_attributes(model: nn.Module, mode: FakeTensorMode) -> list[torch.Tenso
         for name, v in list(vars(mod).items()):
             if isinstance(v, torch.Tensor) and not isinstance(v, (nn.Parameter, FakeTensor)):
                 if id(v) not in memo:
-                    memo[id(v)] = mode.from_tensor(v) if v.device.type != "meta" else \
-                        mode.fake_tensor_converter.from_meta_and_device(mode, v, torch.device("cpu"))
+                    memo[id(v)] = mode.from_tensor(v) if v.device.type != "meta" else mode.fake_tensor_converter.from_meta_and_device(mode, v, torch.device("cpu"))
                     out.append(memo[id(v)])
                 object.__setattr__(mod, name, memo[id(v)])
     return out
@@ -180,6 +180,7 @@ def _fake_attributes(model: nn.Module, mode: FakeTensorMode) -> list[torch.Tenso
 # --------------------------------------------------------------------------
 # Watching the loop
 # --------------------------------------------------------------------------
+
 
 class _Watch(Observer):
     def __init__(self, tracker: LiveTracker, gaps: FakeGaps | None = None):
@@ -295,8 +296,7 @@ def _with_values(built: BuiltModel, run):
     return run(True)
 
 
-def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False,
-         values: bool = False) -> tuple[LiveTracker, _Watch]:
+def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False, values: bool = False) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
     QLoRA's weights are quantized first, with bitsandbytes' own code on fake
@@ -361,8 +361,7 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     return tracker, watch
 
 
-def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None, *, steps: int = 2, record_ops: bool = False,
-             steady_only: bool = False) -> Simulation:
+def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None, *, steps: int = 2, record_ops: bool = False, steady_only: bool = False) -> Simulation:
     """Simulate ``steps`` training steps of ``built`` on fake tensors.
 
     ``steady_only``: only step 2, after a warm-up that makes the optimizer state
@@ -380,8 +379,7 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
     return _with_values(built, lambda values: _simulate(built, plan, setup, steps, record_ops, steady_only, values))
 
 
-def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int, record_ops: bool, steady_only: bool,
-              values: bool) -> Simulation:
+def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int, record_ops: bool, steady_only: bool, values: bool) -> Simulation:
     base = meta_copy(built.model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -408,15 +406,14 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
     for ev, step, ph in watch.phase_starts:  # the first micro-batch's start; the one optimizer step's end
         starts.setdefault((step, ph), ev)
     step_peaks = []
-    for s in ([2] if steady_only else range(1, steps + 1)):
+    for s in [2] if steady_only else range(1, steps + 1):
         lo = starts.get((s, "forward"), 0)
         hi = starts.get((s, "end-optimizer"), tracker.events)
         step_peaks.append(_peak_of(lives, lo, hi))
     # The rounded replay of the steady part (step 2 on), for peak_bytes.
     lo = starts.get((2 if steady_only else min(2, steps), "forward"), 0)
     rounded = _replay(lives, lo, tracker.events, cuda_round)[0]
-    sim = Simulation(setup, 1 if steady_only else steps, max(step_peaks, key=lambda p: p.bytes), step_peaks,
-                     sum(p.numel() for p in trainable(model)), _count(model), lives)
+    sim = Simulation(setup, 1 if steady_only else steps, max(step_peaks, key=lambda p: p.bytes), step_peaks, sum(p.numel() for p in trainable(model)), _count(model), lives)
     sim.rounded_bytes = rounded
     sim.ops = tracker.ops
     last = 2 if steady_only else steps

@@ -25,7 +25,13 @@ from ..errors import InputError
 from ..inputs import InputPlan, TensorSpec
 from ..introspect import forward_params as _forward_params
 from ..options import (  # noqa: F401  (re-exported for the planner's callers)
-    ADAPTER_DTYPES, ATTENTIONS, DEFAULT_LORA_RANK, MODES, OPTIMIZER_IMPLEMENTATIONS, OPTIMIZERS, PRECISIONS,
+    ADAPTER_DTYPES,
+    ATTENTIONS,
+    DEFAULT_LORA_RANK,
+    MODES,
+    OPTIMIZER_IMPLEMENTATIONS,
+    OPTIMIZERS,
+    PRECISIONS,
 )
 
 # The lists of modes, precisions, optimizers, attentions and adapter dtypes live in neurarch.options.
@@ -116,6 +122,7 @@ class TrainSetup:
 # The model
 # --------------------------------------------------------------------------
 
+
 def _head_modules(model: nn.Module) -> set[int]:
     """The output head, which LoRA leaves alone: peft's own 'all-linear' rule.
 
@@ -203,7 +210,7 @@ def cast_model(model: nn.Module, dtype: torch.dtype) -> None:
     for name, mod in model.named_modules():
         if keep and any(k in name.split(".") for k in keep):
             continue
-        for pname, p in mod._parameters.items():
+        for p in mod._parameters.values():
             if p is not None and p.dtype.is_floating_point and p.dtype != dtype:
                 p.data = p.data.to(dtype)
         for bname, b in mod._buffers.items():
@@ -325,8 +332,7 @@ def _adapted(model: nn.Module, setup: TrainSetup) -> list[str]:
     targets = [name for name, _ in model.named_modules() if name and check_target_module_exists(cfg, name)]
     if not targets:
         some = sorted({name.rsplit(".", 1)[-1] for name, mod in model.named_modules() if isinstance(mod, nn.Linear)})[:12]
-        raise PlanOptionError(f"--lora-targets {','.join(wanted)} matches no module of {type(model).__name__} "
-                              f"(its linear layers are named {', '.join(some) or 'nothing'})")
+        raise PlanOptionError(f"--lora-targets {','.join(wanted)} matches no module of {type(model).__name__} (its linear layers are named {', '.join(some) or 'nothing'})")
     return targets
 
 
@@ -392,8 +398,7 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
 
     keep = _keep_fp32(model)
     # transformers' replace_with_bnb_linear: plain nn.Linear and GPT-2's Conv1D (its weight is [in, out]).
-    quantize = [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), (nn.Linear, Conv1D))
-                and not any(k in n.split(".") for k in keep)]
+    quantize = [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), (nn.Linear, Conv1D)) and not any(k in n.split(".") for k in keep)]
     if not quantize:
         raise PlanOptionError(f"{type(model).__name__} has no linear layer for QLoRA to quantize")
     cast_model(model, setup.frozen_dtype)
@@ -402,16 +407,14 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         n_in, n_out = tuple(old.weight.shape) if isinstance(old, Conv1D) else (old.in_features, old.out_features)
-        new = bnb.nn.Linear4bit(n_in, n_out, old.bias is not None, compute_dtype=setup.compute_dtype,
-                                compress_statistics=True, quant_type="nf4", device=old.weight.device)
+        new = bnb.nn.Linear4bit(n_in, n_out, old.bias is not None, compute_dtype=setup.compute_dtype, compress_statistics=True, quant_type="nf4", device=old.weight.device)
         if old.bias is not None:
             new.bias = nn.Parameter(old.bias.data, requires_grad=False)
         setattr(parent, child, new)
     model.is_loaded_in_4bit = True  # what transformers sets; peft reads it to pick its 4-bit LoRA layer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=setup.grad_checkpointing,
-                                                gradient_checkpointing_kwargs=dict(CHECKPOINT_KWARGS))
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=setup.grad_checkpointing, gradient_checkpointing_kwargs=dict(CHECKPOINT_KWARGS))
     return _get_peft_model(model, setup, targets)
 
 
@@ -498,6 +501,7 @@ def make_optimizer(params: list[nn.Parameter], setup: TrainSetup) -> torch.optim
 # The batch and the loss
 # --------------------------------------------------------------------------
 
+
 def label_specs(model: nn.Module, cfg: Any, plan: InputPlan) -> list[TensorSpec]:
     """Labels for the task's own loss, as transformers computes it in forward.
 
@@ -552,8 +556,7 @@ def _materialise(t: TensorSpec, real: bool, gen: torch.Generator) -> torch.Tenso
     return torch.ones(t.shape, dtype=t.dtype)
 
 
-def make_batch(plan: InputPlan, labels: list[TensorSpec], setup: TrainSetup, *, real: bool, seed: int = 0,
-               values=None) -> dict[str, torch.Tensor]:
+def make_batch(plan: InputPlan, labels: list[TensorSpec], setup: TrainSetup, *, real: bool, seed: int = 0, values=None) -> dict[str, torch.Tensor]:
     """The inputs and labels: real tensors for a measurement, fake ones (call
     under FakeTensorMode) for a simulation.  With ``values`` (the tracer's
     ValueMode) the planner makes small inputs with known values, as the tracer
@@ -607,6 +610,7 @@ def loss_of(out) -> torch.Tensor:
 # --------------------------------------------------------------------------
 # The loop
 # --------------------------------------------------------------------------
+
 
 class Observer:
     """What the loop tells whoever watches it (the tracker, the profiler)."""

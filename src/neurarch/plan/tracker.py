@@ -81,7 +81,7 @@ class _ModuleStack:
             for name, mod in root.named_modules(remove_duplicate=False):
                 for p in prefix_strip:
                     if name.startswith(p):
-                        name = name[len(p):]
+                        name = name[len(p) :]
                         break
                 self.names.setdefault(id(mod), name or type(root).__name__)
         self.stack: list[str] = []

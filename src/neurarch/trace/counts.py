@@ -179,7 +179,7 @@ def compare(g: GraphCounts, ckpt: CheckpointInfo, model: nn.Module, config: Any)
             diffs.append(CountDifference(scalars=-s, cause=cause, tensors=[pat] if len(names) > 1 else names))
         for pat, (s, names) in _group(only_graph).items():
             diffs.append(CountDifference(scalars=s, cause="in the graph, absent from the checkpoint", tensors=[pat] if len(names) > 1 else names))
-        for k, (s, names) in _group(tied_twice).items():
+        for s, names in _group(tied_twice).values():
             diffs.append(CountDifference(scalars=-s, cause="tied weight stored twice in the checkpoint, counted once in the graph", tensors=names))
         for k, d in mismatch.items():
             diffs.append(CountDifference(scalars=d, cause=f"shape differs: checkpoint {list(ck[k])}, graph {list(graph[mapping[k]])}", tensors=[k]))

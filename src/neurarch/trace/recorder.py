@@ -152,13 +152,7 @@ class FunctionalOps(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         if func in _ADD:
             # A residual add: two tensors of one shape (not a bias or a scalar).
-            if (
-                len(args) >= 2
-                and isinstance(args[0], torch.Tensor)
-                and isinstance(args[1], torch.Tensor)
-                and args[0].shape == args[1].shape
-                and args[0].dim() >= 2
-            ):
+            if len(args) >= 2 and isinstance(args[0], torch.Tensor) and isinstance(args[1], torch.Tensor) and args[0].shape == args[1].shape and args[0].dim() >= 2:
                 self.recorder.record_op("Add", out)
         elif func in _ACT:
             self.recorder.record_op(_ACT[func], out)

@@ -94,8 +94,9 @@ def linear_dims(module: nn.Module) -> Optional[tuple[int, int]]:
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
     if type(module).__name__ == "Conv1D" and hasattr(module, "nf"):  # transformers GPT-2: weight is (in, out)
-        w: Any = getattr(module, "weight", None)
-        return (int(w.shape[0]), int(module.nf)) if w is not None else None
+        conv: Any = module  # transformers' Conv1D: nf is its output width
+        w = getattr(conv, "weight", None)
+        return (int(w.shape[0]), int(conv.nf)) if w is not None else None
     base = getattr(module, "base_layer", None)  # peft LoRA layer wraps the Linear
     if isinstance(base, nn.Module) and base is not module:
         return linear_dims(base)
