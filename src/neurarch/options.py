@@ -231,6 +231,7 @@ class Options:
     from_scratch: bool = False  # training from scratch (init rules apply) rather than fine-tuning
     disable: frozenset[str] = frozenset()  # verifier rule ids turned off
     verify: bool = True
+    cache: bool = True  # read and write the simulation cache on disk (--no-cache: recompute, store nothing)
 
     def __post_init__(self) -> None:
         if not isinstance(self.disable, frozenset):

@@ -81,6 +81,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run")
     g.add_argument("--no-backward", action="store_true", help="trace the forward pass only")
     g.add_argument("--timeout", type=float, help="give up on a model after this many seconds (default 300; 1200 with --plan)")
+    g.add_argument("--no-cache", action="store_true", help="recompute every simulation and store none (default: reuse the ones cached on disk in $NEURARCH_CACHE_DIR/sims)")
     g.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -176,6 +177,7 @@ def options_from_args(args):
         from_scratch=args.from_scratch,
         disable=parse_disable(args.disable),
         verify=not args.no_verify,
+        cache=not getattr(args, "no_cache", False),
     )
 
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from ..errors import InputError
 
 # Options fields that are sections (built from the other dataclasses) or that the server controls.
-SERVER_FIELDS = ("inputs", "cost", "plan", "revision", "trust_remote_code", "offline", "timeout_s")
+SERVER_FIELDS = ("inputs", "cost", "plan", "revision", "trust_remote_code", "offline", "timeout_s", "cache")
 SWITCHES = {
     "plan": (True, "simulate GPU memory per mode, what fits on which card, sharded plans and the cost (the CLI's --plan; default on)"),
     "cost": (False, "price a training run on every card (the CLI's --cost; --plan includes it)"),
