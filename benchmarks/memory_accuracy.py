@@ -132,7 +132,7 @@ EXTRAS = [
 EXTRA_NOTES = {
     "8-bit AdamW (bitsandbytes)": "bitsandbytes' CPU kernel (backends/cpu/ops.py) dequantizes each state to fp32 temporaries "
     "inside the op; the CUDA kernel updates in place. The simulation follows the op's declared contract (in place), i.e. CUDA; "
-    "the state itself is traced from bitsandbytes' code (tests/test_memory.py checks it on a small model, where that scratch is small).",
+    "the state itself is traced from bitsandbytes' code (tests/plan/test_memory.py checks it on a small model, where that scratch is small).",
 }
 
 
@@ -353,12 +353,12 @@ def render(results: dict) -> str:
         "- LoRA: real peft injection, rank 16, every linear layer but the head (CNNs: the convolutions), peft's defaults otherwise.",
         "- This table simulates each model whole. `--plan` simulates a deep model (4 or more repeats of its layer stack) cut to",
         "  2 and 3 repeats and extrapolates op by op, and the batch search simulates step 2 alone after an optimizer warm-up;",
-        "  both give the whole two-step simulation's figures to the byte on the models of `tests/test_depth_cut.py` (Llama,",
+        "  both give the whole two-step simulation's figures to the byte on the models of `tests/plan/test_depth_cut.py` (Llama,",
         "  Gemma-2 with alternating layers, Qwen2-MoE, ViT, BERT, LoRA and inference), and fall back to the whole model where",
         "  the cut runs do not line up (T5's decoder).",
         "- Measurement: `torch.profiler.profile(profile_memory=True)`, every CPU allocator allocation and free in time order, running",
         "  sum plus the bytes of weights, buffers and batch alive before the window; the maximum within step 2. One intra-op thread.",
-        "  The measurement is itself checked against tensors of known size in `tests/test_memory_measure.py`.",
+        "  The measurement is itself checked against tensors of known size in `tests/plan/test_memory_measure.py`.",
         "- Image models (CNN, ViT) and wav2vec2 are measured with oneDNN off (`torch.backends.mkldnn.flags(enabled=False)`):",
         "  PyTorch's native CPU kernels. With oneDNN on, convolutions copy activations into blocked layouts in allocator buffers",
         "  that are no tensors (CPU-only kernel scratch); wav2vec2's convolutional feature encoder makes that scratch 10+% of a",

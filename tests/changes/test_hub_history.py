@@ -34,7 +34,7 @@ def fake_hub():
 
 @pytest.fixture
 def online(fake_hub, tmp_path, monkeypatch):
-    """What HF_ENDPOINT / HF_HUB_CACHE / HF_HUB_OFFLINE would have set at import time (as tests/test_hub.py does)."""
+    """What HF_ENDPOINT / HF_HUB_CACHE / HF_HUB_OFFLINE would have set at import time (as tests/sources/test_hub.py does)."""
     from huggingface_hub import constants
 
     from neurarch.sources import hub

@@ -1,4 +1,4 @@
-"""Fixture models for ``python:`` sources (tests/test_python_source.py).
+"""Fixture models for ``python:`` sources (tests/sources/test_python_source.py).
 
 Small on purpose: the parameter counts are worked out by hand in the tests.
 """

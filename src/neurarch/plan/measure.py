@@ -13,7 +13,7 @@ alive through the window.)  Kernel-internal buffers that never become tensors
 (oneDNN scratchpads, for instance) are allocator events too, so they are in
 the measurement although a simulation of tensors cannot see them.
 
-:func:`allocator_peak` is validated in ``tests/test_memory_measure.py``
+:func:`allocator_peak` is validated in ``tests/plan/test_memory_measure.py``
 against tensors of known size.
 """
 

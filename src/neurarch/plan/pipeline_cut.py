@@ -103,7 +103,7 @@ def balanced_cut(segments: Sequence[tuple[str, int]], stages: int = 2) -> Cut:
 
     # best[j][i]: optimal stage sums (sorted, largest first) of segments[i:] in j non-empty stages.
     # Optimal substructure: inserting the same part into two such keys keeps their order, so the
-    # best suffix key always gives the best whole key (tests/test_pipeline_cut.py checks it by brute force).
+    # best suffix key always gives the best whole key (tests/plan/test_pipeline_cut.py checks it by brute force).
     best: list[dict[int, tuple[int, ...]]] = [{}, {i: (part(i, n),) for i in range(n)}]
     for j in range(2, k + 1):
         starts = [0] if j == k else range(k - j, n - j + 1)  # the segments before i fill k - j stages

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "plan_coverage.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_coverage.py"
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,7 @@ def test_phi3_mini_builds_natively_and_matches_the_hub_count():
 # ---------------------------------------------------------------------------
 
 # The project's shared material: beside the clone (as CI lays it out), else where sessions mount it.
-SHARED = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "catalog", Path("/work/shared/catalog")) if p.is_dir()), Path("/work/shared/catalog"))
+SHARED = next((p for p in (Path(__file__).resolve().parents[3] / "shared" / "catalog", Path("/work/shared/catalog")) if p.is_dir()), Path("/work/shared/catalog"))
 LEAKS = re.compile(r"find_string|read_file|\bids? \d{6,}|\bseed\b|neurarch page", re.IGNORECASE)
 
 

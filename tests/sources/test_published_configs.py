@@ -16,7 +16,7 @@ import pytest
 
 from neurarch import Options, analyze
 
-CONFIGS = Path(__file__).resolve().parent.parent / "benchmarks" / "published" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "published" / "configs"
 
 T5_TIED = (
     "transformers 5.x's T5Config forces tie_word_embeddings=True (configuration_t5.py: 'we tie weights always'), "

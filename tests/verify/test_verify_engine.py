@@ -1,6 +1,6 @@
 """The verifier's machinery: registry, --disable, crashing rules, entry points, pages, output.
 
-The rules themselves are tested in tests/test_verify_rules.py.
+The rules themselves are tested in tests/verify/test_verify_rules.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from neurarch.inputs import InputOptions
 from neurarch.render.verifier import section
 from neurarch.verify import Hit, Registry, Rule
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "docs" / "checks"
 THIS = Path(__file__).resolve()
 

@@ -15,7 +15,7 @@ from neurarch.inputs import InputOptions
 from neurarch.pipeline import Options
 from neurarch.sources import resolve
 
-MODELS = Path(__file__).parent / "models"
+MODELS = Path(__file__).resolve().parents[1] / "models"
 TIED = f"python:{MODELS / 'tied_mlp.py'}"
 
 # TiedWeightsModel(vocab=100, dim=16, hidden=32), by hand:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from neurarch.report import SCHEMA_VERSION, Report
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def test_schema_file_is_current():

@@ -30,8 +30,8 @@ from hubserver import FakeHub, closed_port
 from neurarch.errors import ConfigError, HubError, RemoteCodeError, SourceNotFoundError
 from neurarch.sources import hub, resolve
 
-CONFIGS = Path(__file__).resolve().parents[1] / "src" / "neurarch" / "catalog" / "configs"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = Path(__file__).resolve().parents[2] / "src" / "neurarch" / "catalog" / "configs"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GPT2 = "neurarch-test/tiny-gpt2"
 RESNET = "neurarch-test/tiny-resnet-sharded"

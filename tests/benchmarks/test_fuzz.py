@@ -29,7 +29,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("neurarch_fuzz", ROOT / "benchmarks" / "fuzz.py")
 fuzz = importlib.util.module_from_spec(_spec)
 sys.modules["neurarch_fuzz"] = fuzz
