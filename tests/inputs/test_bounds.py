@@ -276,3 +276,33 @@ def test_attention_scores_are_not_counted_over_raw_pixels():
     patches = limits.Work((limits.Stream("pixel_values", 1, 9_633_792, "patches"),), (), heads=12, heads_field="num_attention_heads")
     with pytest.raises(LimitError):
         limits.check_work(patches)
+
+
+def test_eager_attention_asked_for_in_the_plan_is_bounded_before_anything_runs(tmp_path, monkeypatch):
+    """--attn-implementation eager builds the recipe's model after the input plan: its scores are bounded too.
+
+    A tiny Llama (4 heads, hidden 64, 2 layers) with 4,194,304 positions at batch 8: SDPA keeps no scores and
+    every other tensor is small (the logits: 8 x 2^22 x 1,000 x 4 = 1.3e11 bytes), but eager attention's
+    scores are 8 x 4 x (2^22)^2 x 4 bytes = 2.25e15 > 2^50 = 1.13e15.
+    """
+    assert 8 * 4 * (2**22) ** 2 * 4 == 2_251_799_813_685_248 > PIB
+    cfg = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+        "max_position_embeddings": 2**22,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    import neurarch.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "_start_jobs", lambda *a, **k: pytest.fail("the plan started before the bound"))
+    opts = Options(inputs=InputOptions(batch=8, seq_len=2**22), plan=PlanOptions(modes=("inference",), attn_implementation="eager"))
+    with pytest.raises(LimitError) as e:
+        analyze(str(path), opts)
+    assert "limit of 1 PiB" in str(e.value) and "\n" not in str(e.value)
