@@ -191,3 +191,13 @@ def test_section_says_no_finding():
     assert "No finding on the reconstructed graph" in text
     assert "0 error, 0 warn, 0 info (2 rules run)" in text
     assert "Output: features (Dinov2Model is a backbone); assumed: fine-tuning." in text
+
+
+def test_rules_run_in_the_documented_order():
+    """The run order is the report's (verifier.rules_run, findings of one severity): the built-in rules run in
+    the order docs/checks/index.md lists them (an import sorter reordering rules/__init__.py would break it)."""
+    import re
+
+    documented = re.findall(r"^\| \[([a-z0-9-]+)\]\(", (ROOT / "docs" / "checks" / "index.md").read_text(), re.M)
+    builtin = [r.id for r in verify.list_rules() if r.origin == "neurarch"]
+    assert builtin == documented
