@@ -204,7 +204,7 @@ def test_every_plan_option_is_a_query_parameter(web_client):
     from neurarch.pipeline import CostOptions, Options, PlanOptions
 
     expected = {f.name for cls in (InputOptions, PlanOptions, CostOptions) for f in dataclasses.fields(cls)}
-    expected |= {f.name for f in dataclasses.fields(Options)} - {"inputs", "cost", "plan", "revision", "trust_remote_code", "offline", "timeout_s"}
+    expected |= {f.name for f in dataclasses.fields(Options)} - {"inputs", "cost", "plan", "revision", "trust_remote_code", "offline", "timeout_s", "cache"}
     expected |= {"plan", "cost", "revision", "format"}
     spec = web_client.get("/openapi.json").json()
     params = {p["name"] for p in spec["paths"]["/models/{model_id}"]["get"]["parameters"] if p["in"] == "query"}
