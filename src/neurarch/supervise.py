@@ -44,7 +44,6 @@ import ctypes
 import importlib
 import os
 import pickle
-import re
 import select
 import shutil
 import signal
@@ -59,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, Sequence
 
-from .errors import InputError, one_line
+from .errors import one_line
 
 Status = Literal["ok", "error", "timeout", "hang", "memory", "crash"]
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "hang", "memory", "crash")
@@ -81,32 +80,6 @@ class TimeLimit(BaseException):
     A ``BaseException``: the ``except Exception`` fallbacks in libraries cannot
     swallow it.  Catch it to return a partial answer before the kill ``grace_s`` later.
     """
-
-
-# --------------------------------------------------------------------------
-# Sizes
-# --------------------------------------------------------------------------
-
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
-
-
-def parse_bytes(text: str) -> int:
-    """``"16GiB"``, ``"8GB"``, ``"500MB"`` or a plain number of bytes."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise InputError(f"--memory-limit must look like 16GiB, 8GB or 500MB, got {text!r}")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value <= 0:
-        raise InputError(f"--memory-limit must be more than 0, got {text!r}")
-    return value
-
-
-def machine_memory() -> int | None:
-    """This machine's physical memory in bytes, or None where the OS does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 # --------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from pathlib import Path
 from .. import __version__
 from ..errors import NeurarchError
 from ..options import ADAPTER_DTYPES, ATTENTIONS, DEFAULT_HEADROOM, DEFAULT_LORA_RANK, FORMATS, MODES, TASKS
-from ..supervise import machine_memory, parse_bytes
 from .common import EXIT_USAGE, write
 
 DEFAULT_MEMORY_SHARE = 0.9  # of the machine's memory: a run past it is stopped before the machine swaps or the OOM killer acts
@@ -200,13 +199,22 @@ def _analyze_in_child(spec: str, opts):
         return "refused", str(e), e.exit_code
 
 
+def _machine_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def _limits(args, opts) -> tuple[float, int | None]:
     """The parent's limits: a little past the pipeline's own time limit (its clean message comes first), and memory."""
     memory: int | None
     if args.memory_limit is not None:
+        from ..sweep.cli import parse_bytes
+
         memory = parse_bytes(args.memory_limit)
     else:
-        ram = machine_memory()
+        ram = _machine_memory()
         memory = int(ram * DEFAULT_MEMORY_SHARE) if ram else None
     return opts.time_limit_s + min(LIMIT_MARGIN_S, opts.time_limit_s / 4), memory
 

@@ -18,16 +18,34 @@ import argparse
 import functools
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 from ..errors import NeurarchError
-from ..supervise import machine_memory as _machine_memory
-from ..supervise import parse_bytes  # noqa: F401  (the --memory-limit parser, shared with neurarch-trace)
 
 EXIT_SOME_FAILED = 3
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 PRELOAD = ("torch", "transformers", "neurarch.pipeline")  # imported once per worker; each model forks warm
 MARGIN_S = 30.0  # the process is killed this long after --timeout: the pipeline's own limit answers first
+
+
+def parse_bytes(text: str) -> int:
+    """``"16GiB"``, ``"8GB"``, ``"500MB"`` or a plain number of bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise NeurarchError(f"--memory-limit must look like 16GiB, 8GB or 500MB, got {text!r}")
+    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise NeurarchError(f"--memory-limit must be more than 0, got {text!r}")
+    return value
+
+
+def _machine_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def parser() -> argparse.ArgumentParser:
