@@ -164,3 +164,12 @@ def test_checks_listing(capsys):
     rc, out, _ = run_cli(capsys, "checks", "--format", "json")
     rules = json.loads(out)
     assert rc == 0 and len(rules) >= 15 and set(rules[0]) == {"id", "severity", "summary"}
+
+
+@pytest.mark.parametrize("command", [[], ["catalog"], ["checks"], ["measure"], ["sweep"], ["changes"], ["diff"], ["serve"]])
+def test_every_help_page_prints(command):
+    # argparse formats each option's help with %: a literal % in a help string (such as "90% of memory")
+    # must be written %% or --help itself fails. A real process, as a user runs it.
+    proc = subprocess.run([sys.executable, "-m", "neurarch.cli", *command, "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage:") and proc.stderr == ""

@@ -98,7 +98,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--share", nargs="?", const="", metavar="PATH", help="also write the HTML page to PATH (default: a temp file) and print its path")
     p.add_argument("--output", "-o", metavar="PATH", help="write the output to a file instead of stdout")
     p.add_argument("--version", action="version", version=f"neurarch {__version__}")
-    p.add_argument("--memory-limit", metavar="SIZE", help=f"stop a model whose run holds more resident memory than this, e.g. 16GiB (default: {DEFAULT_MEMORY_SHARE:.0%} of this machine's memory)")
+    p.add_argument("--memory-limit", metavar="SIZE", help=f"stop a model whose run holds more resident memory than this, e.g. 16GiB (default: {DEFAULT_MEMORY_SHARE:.0%}% of this machine's memory)")
     add_model_options(p)
     return p
 
