@@ -7,7 +7,7 @@ For each model, mode (full fine-tune, LoRA) and precision (fp32, bf16-mixed):
   tensor bytes (``peak_tensor_bytes``);
 * measured: the same model with random weights, two real training steps on
   CPU, peak of the CPU allocator from the profiler's memory events plus the
-  weights/batch alive before (``neurarch.plan.measure.measure_cpu``).
+  weights/batch alive before (``neurarch.plan.real_step.measure_cpu``).
 
 Models are the real architectures, downscaled in depth (and the MoE in width)
 so a real CPU step stays within seconds.  Image models (CNNs, ViT patch
@@ -40,8 +40,8 @@ import torch
 
 from neurarch.build import build_from_config
 from neurarch.inputs import InputOptions, plan_inputs
-from neurarch.plan.measure import measure_cpu
 from neurarch.plan.memory import simulate
+from neurarch.plan.real_step import measure_cpu
 from neurarch.plan.step import TrainSetup
 
 ROOT = Path(__file__).resolve().parent.parent

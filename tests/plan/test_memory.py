@@ -3,7 +3,7 @@
 Two kinds of reference, never the simulator's own output:
 
 * a real training step on CPU, measured at the allocator by the profiler
-  (neurarch.plan.measure, itself checked in test_memory_measure.py against
+  (neurarch.plan.real_step, itself checked in test_memory_measure.py against
   tensors of known size), with the same random-weight model;
 * hand computations written beside the expected value (weights, optimizer
   state, LoRA adapter sizes, KV cache).
@@ -18,8 +18,8 @@ from torch import nn
 from neurarch.build import BuiltModel, build_from_config
 from neurarch.errors import NeurarchError
 from neurarch.inputs import InputOptions, InputPlan, TensorSpec, plan_inputs
-from neurarch.plan.measure import measure_cpu
 from neurarch.plan.memory import estimate, simulate
+from neurarch.plan.real_step import measure_cpu
 from neurarch.plan.step import PlanOptionError, TrainSetup
 from tiny_configs import BERT, LLAMA, MIXTRAL
 

@@ -3,7 +3,7 @@ tensors whose sizes are known by hand, before trusting it for anything else."""
 
 import torch
 
-from neurarch.plan.measure import allocator_events, storage_bytes
+from neurarch.plan.real_step import allocator_events, storage_bytes
 from neurarch.plan.tracker import LiveTracker
 
 MiB = 1 << 20

@@ -38,8 +38,8 @@ def run(argv: list[str]) -> int:
     p.add_argument("--format", "-f", choices=["text", "json"], default="text")
     p.add_argument("--debug", action="store_true")
     args = p.parse_args(argv)
-    from ..measure import render_text
-    from ..measure import run as measure_run
+    from ..estimate_check import render_text
+    from ..estimate_check import run as measure_run
     from ..options import InputOptions, parse_shape
 
     result = measure_run(

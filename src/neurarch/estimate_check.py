@@ -89,8 +89,8 @@ def run(
     num_labels: int = 2,
     grad_accumulation: int = 1,
 ) -> MeasureResult:
-    from .plan.measure import measure_model
     from .plan.memory import simulate
+    from .plan.real_step import measure_model
     from .plan.step import TrainSetup
 
     if mode == "inference":
