@@ -167,6 +167,10 @@ class PlanOptions:
     lora_rank: int = DEFAULT_LORA_RANK
     grad_checkpointing: bool = False
     grad_accumulation: int = 1  # the Trainer's gradient_accumulation_steps (micro-batches per optimizer step)
+    # transformers' gradient_checkpointing_kwargs={"use_reentrant": True}; only with grad_checkpointing
+    grad_checkpointing_reentrant: bool = False
+    # optimizer.zero_grad(set_to_none=...): False keeps zeroed gradients between steps (torch 1.x)
+    zero_grad_set_to_none: bool = True
     headroom: float = DEFAULT_HEADROOM
     context_len: Optional[int] = None  # inference KV cache length (default: the input's)
     attn_implementation: Optional[str] = None  # eager | sdpa | flash_attention_2; None: transformers' pick on CUDA
@@ -192,6 +196,11 @@ class PlanOptions:
             raise InputError(f"--lora-rank must be an integer from 1 to 4096, got {self.lora_rank!r}", field="lora_rank")
         if isinstance(self.grad_accumulation, bool) or not isinstance(self.grad_accumulation, int) or not 1 <= self.grad_accumulation <= 65_536:
             raise InputError(f"--grad-accumulation must be an integer from 1 to 65,536, got {self.grad_accumulation!r}", field="grad_accumulation")
+        for name in ("grad_checkpointing_reentrant", "zero_grad_set_to_none"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{_flag(name)} must be true or false, got {getattr(self, name)!r}", field=name)
+        if self.grad_checkpointing_reentrant and not self.grad_checkpointing:
+            raise InputError("--grad-checkpointing-reentrant needs --grad-checkpointing (it says how the checkpointed layers recompute)", field="grad_checkpointing_reentrant")
         if not isinstance(self.headroom, (int, float)) or isinstance(self.headroom, bool) or not math.isfinite(self.headroom) or not 1.0 <= self.headroom <= 10.0:
             raise InputError(f"--headroom must be between 1 and 10, got {self.headroom!r}", field="headroom")
         if self.context_len is not None and (isinstance(self.context_len, bool) or not isinstance(self.context_len, int) or not 1 <= self.context_len <= (1 << 22)):

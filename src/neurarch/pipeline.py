@@ -263,6 +263,8 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
                 adapter_dtype=p.adapter_dtype,
                 attn_implementation=p.attn_implementation,
                 grad_accumulation=p.grad_accumulation if mode != "inference" else 1,
+                grad_checkpointing_reentrant=p.grad_checkpointing_reentrant,
+                zero_grad_set_to_none=p.zero_grad_set_to_none or mode == "inference",
                 steady_only=b != plan.batch,
                 cache=_use_cache(opts),
             )
@@ -350,6 +352,8 @@ def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: 
             adapter_dtype=p.adapter_dtype or "fp32",
             grad_checkpointing=p.grad_checkpointing,
             grad_accumulation=p.grad_accumulation,
+            grad_checkpointing_reentrant=p.grad_checkpointing_reentrant,
+            zero_grad_set_to_none=p.zero_grad_set_to_none,
             headroom=p.headroom,
             batch=plan.batch,
             context_len=p.context_len,

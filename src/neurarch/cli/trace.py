@@ -56,6 +56,18 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--num-labels", type=int, default=2, help="classes for --task seq-cls / token-cls (default 2)")
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in backward (transformers' gradient_checkpointing_enable, non-reentrant)")
     g.add_argument(
+        "--grad-checkpointing-reentrant",
+        action="store_true",
+        help='with --grad-checkpointing: gradient_checkpointing_kwargs={"use_reentrant": True}, torch\'s default before 2.4 (transformers 4.x recipes)',
+    )
+    g.add_argument(
+        "--zero-grad-set-to-none",
+        type=_true_false,
+        default=True,
+        metavar="{true,false}",
+        help="optimizer.zero_grad(set_to_none=...): true (torch 2's default) frees the gradients after each step; false keeps them, zeroed, through the next step (torch 1.x, the Trainer's model.zero_grad() of 2022)",
+    )
+    g.add_argument(
         "--grad-accumulation",
         type=int,
         default=1,
@@ -101,6 +113,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-limit", metavar="SIZE", help=f"stop a model whose run holds more resident memory than this, e.g. 16GiB (default: {DEFAULT_MEMORY_SHARE:.0%}% of this machine's memory)")
     add_model_options(p)
     return p
+
+
+def _true_false(text: str) -> bool:
+    low = text.strip().lower()
+    if low not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return low == "true"
 
 
 def recipe_args(args) -> dict:
@@ -157,6 +176,8 @@ def options_from_args(args):
             optimizer=args.optimizer,
             lora_rank=args.lora_rank,
             grad_checkpointing=args.grad_checkpointing,
+            grad_checkpointing_reentrant=args.grad_checkpointing_reentrant,
+            zero_grad_set_to_none=args.zero_grad_set_to_none,
             headroom=args.headroom,
             context_len=args.context_len,
             **recipe_args(args),

@@ -67,6 +67,8 @@ def estimate_with_curve(
     adapter_dtype: str | None = None,
     attn_implementation: str | None = None,
     grad_accumulation: int = 1,
+    grad_checkpointing_reentrant: bool = False,
+    zero_grad_set_to_none: bool = True,
     device: str = "cuda",
     steps: int = 2,
     context_len: int | None = None,
@@ -93,6 +95,8 @@ def estimate_with_curve(
         adapter_dtype=adapter_dtype,
         attn_implementation=attn_implementation,
         grad_accumulation=grad_accumulation,
+        grad_checkpointing_reentrant=grad_checkpointing_reentrant,
+        zero_grad_set_to_none=zero_grad_set_to_none,
         device=device,
     )
     setup.validate()

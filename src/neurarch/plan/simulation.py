@@ -394,7 +394,7 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
         optimizer = make_optimizer(trainable(model), setup)
         if steady_only:
             with watch.phase(1, "optimizer"):  # step 1's optimizer step alone: it makes the state
-                for t in warm_up(optimizer, trainable(model)):
+                for t in warm_up(optimizer, trainable(model), setup.zero_grad_set_to_none):
                     tracker.mark(t, OPTIMIZER)
             train(model, batch, optimizer, setup, 1, watch, device_type="cpu", first_step=2)
         else:

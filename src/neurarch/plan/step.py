@@ -70,34 +70,43 @@ class TrainSetup:
     # The attention the model was built with (transformers' name); flash_attention_2 is
     # simulated with CUDA's flash kernel (the flash-attn package needs CUDA to install).
     attn_implementation: str | None = None
+    # optimizer.zero_grad(set_to_none=...): True (torch 2's default) frees the gradients after
+    # each optimizer step; False zeroes them in place (torch 1.x's default, and the Trainer's
+    # model.zero_grad() of its time), so from the second step on they live through forward too.
+    zero_grad_set_to_none: bool = True
+    # transformers' gradient_checkpointing_kwargs={"use_reentrant": True} (torch's default
+    # before 2.4): torch.utils.checkpoint's autograd.Function, recomputed from backward.
+    grad_checkpointing_reentrant: bool = False
     # Whose kernels' behaviour to follow where CPU and CUDA differ (see docs/accuracy.md):
     # "cuda" = multi-tensor (foreach) optimizer, the default on CUDA; "cpu" = the
     # single-tensor loop torch uses for CPU tensors.
     device: str = "cuda"
 
     def validate(self) -> None:
-        for name, value, allowed in (
-            ("mode", self.mode, MODES),
-            ("precision", self.precision, PRECISIONS),
-            ("optimizer", self.optimizer, OPTIMIZERS),
-            ("device", self.device, DEVICES),
-        ):
-            if value not in allowed:
-                raise PlanOptionError(f"unknown memory {name} {value!r}: choose one of {', '.join(allowed)}")
-        if not isinstance(self.lora_rank, int) or not 1 <= self.lora_rank <= 4096:
-            raise PlanOptionError(f"--lora-rank must be an integer from 1 to 4096, got {self.lora_rank!r}")
-        if not isinstance(self.grad_accumulation, int) or not 1 <= self.grad_accumulation <= 65_536:
-            raise PlanOptionError(f"--grad-accumulation must be an integer from 1 to 65,536, got {self.grad_accumulation!r}")
-        if not isinstance(self.lora_dropout, (int, float)) or not 0.0 <= self.lora_dropout < 1.0:
-            raise PlanOptionError(f"--lora-dropout must be at least 0 and below 1, got {self.lora_dropout!r}")
-        if self.adapter_dtype is not None and self.adapter_dtype not in ADAPTER_DTYPES:
-            raise PlanOptionError(f"unknown --adapter-dtype {self.adapter_dtype!r}: choose one of {', '.join(ADAPTER_DTYPES)}")
-        if self.attn_implementation is not None and self.attn_implementation not in ATTENTIONS:
-            raise PlanOptionError(f"unknown --attn-implementation {self.attn_implementation!r}: choose one of {', '.join(ATTENTIONS)}")
-        if self.attn_implementation == "flash_attention_2" and self.compute_dtype == torch.float32:
-            raise PlanOptionError("flash_attention_2 runs in fp16/bf16 only (flash-attn refuses fp32): choose --precision bf16-mixed, fp16-mixed or bf16")
-        if self.lora_targets is not None and (not self.lora_targets or not all(isinstance(t, str) and t.strip() for t in self.lora_targets)):
-            raise PlanOptionError("--lora-targets needs module names such as q_proj,v_proj, or all-linear")
+        """The options as :class:`~neurarch.options.PlanOptions` checks them (the one check,
+        with the messages users see), and the device."""
+        from ..options import PlanOptions
+
+        if self.device not in DEVICES:
+            raise PlanOptionError(f"unknown memory device {self.device!r}: choose one of {', '.join(DEVICES)}", field="device")
+        try:
+            PlanOptions(
+                modes=(self.mode,),
+                optimizer=self.optimizer,
+                lora_rank=self.lora_rank,
+                grad_checkpointing=self.grad_checkpointing,
+                grad_checkpointing_reentrant=self.grad_checkpointing_reentrant,
+                zero_grad_set_to_none=self.zero_grad_set_to_none,
+                grad_accumulation=self.grad_accumulation,
+                attn_implementation=self.attn_implementation,
+                lora_targets=self.lora_targets,
+                lora_dropout=self.lora_dropout,
+                adapter_dtype=self.adapter_dtype,
+            ).validate(self.precision)
+        except PlanOptionError:
+            raise
+        except InputError as e:
+            raise PlanOptionError(str(e), field=e.field) from None
 
     @property
     def compute_dtype(self) -> torch.dtype:
@@ -257,7 +266,7 @@ def prepare(model: nn.Module, setup: TrainSetup) -> nn.Module:
             p.requires_grad_(False)
         return model.eval()
     if setup.grad_checkpointing:
-        enable_checkpointing(model)
+        enable_checkpointing(model, setup)
     if setup.mode == "full":
         # fp32 too: a model built from sub-configs of different dtypes (a VLM whose text
         # config says bfloat16) trains with one master-weight dtype, as from_pretrained(dtype=...) loads it.
@@ -300,20 +309,28 @@ def _recompute_under_forward_modes():
 
 # What transformers uses by default (use_reentrant=False), with the recompute fix above.
 CHECKPOINT_KWARGS = {"use_reentrant": False, "context_fn": _recompute_under_forward_modes}
+# gradient_checkpointing_kwargs={"use_reentrant": True}: torch's CheckpointFunction, which
+# takes no context_fn (it recomputes inside its own backward, see _ReentrantUnderForwardModes).
+REENTRANT_KWARGS = {"use_reentrant": True}
 
 
-def enable_checkpointing(model: nn.Module) -> None:
+def checkpoint_kwargs(setup: TrainSetup) -> dict:
+    return dict(REENTRANT_KWARGS if setup.grad_checkpointing_reentrant else CHECKPOINT_KWARGS)
+
+
+def enable_checkpointing(model: nn.Module, setup: TrainSetup | None = None) -> None:
     """Gradient checkpointing as ``model.gradient_checkpointing_enable()`` turns
-    it on (non-reentrant, every layer the class marks), which the Trainer calls
-    for ``gradient_checkpointing=True``."""
+    it on (non-reentrant unless the setup asks for reentrant, every layer the
+    class marks), which the Trainer calls for ``gradient_checkpointing=True``."""
+    kwargs = checkpoint_kwargs(setup) if setup is not None else dict(CHECKPOINT_KWARGS)
     if not getattr(model, "supports_gradient_checkpointing", False):
         raise PlanOptionError(f"{type(model).__name__} has no gradient checkpointing switch (transformers models that support it do)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if hasattr(model, "activation_checkpointing_enable"):
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs=dict(CHECKPOINT_KWARGS))
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         elif hasattr(model, "gradient_checkpointing_enable"):
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(CHECKPOINT_KWARGS))
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         else:
             raise PlanOptionError(f"{type(model).__name__} has no gradient checkpointing switch (transformers models that support it do)")
 
@@ -414,7 +431,7 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     model.is_loaded_in_4bit = True  # what transformers sets; peft reads it to pick its 4-bit LoRA layer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=setup.grad_checkpointing, gradient_checkpointing_kwargs=dict(CHECKPOINT_KWARGS))
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=setup.grad_checkpointing, gradient_checkpointing_kwargs=checkpoint_kwargs(setup))
     return _get_peft_model(model, setup, targets)
 
 
@@ -455,15 +472,16 @@ def trainable(model: nn.Module) -> list[nn.Parameter]:
     return out
 
 
-def warm_up(optimizer: torch.optim.Optimizer, params: list[nn.Parameter]) -> list[torch.Tensor]:
+def warm_up(optimizer: torch.optim.Optimizer, params: list[nn.Parameter], set_to_none: bool = True) -> list[torch.Tensor]:
     """What step 1 leaves for step 2, without its forward and backward: one
     optimizer step on zero gradients makes the optimizer's state (the same
-    tensors a real step makes), then the gradients go (``set_to_none``).
+    tensors a real step makes), then ``zero_grad`` as the loop calls it: the
+    gradients go (``set_to_none``), or stay, zeroed, for step 2.
     Returns the state's tensors."""
     for p in params:
         p.grad = torch.zeros_like(p)
     optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad(set_to_none=set_to_none)
     return [t for state in optimizer.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
 
 
@@ -662,4 +680,5 @@ def train(
                 observer.after_backward(model)
         with observer.phase(step, "optimizer"):
             optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            # The same tensors as the Trainer's model.zero_grad(): every trainable parameter's .grad.
+            optimizer.zero_grad(set_to_none=setup.zero_grad_set_to_none)
