@@ -16,7 +16,7 @@ import contextlib
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import torch
 from torch import nn
@@ -26,6 +26,9 @@ from . import limits
 from .errors import BuildError, ConfigError, LimitError
 from .options import TASKS as OPTION_TASKS
 from .sources.base import Factored, ModelSource
+
+if TYPE_CHECKING:
+    from .options import PlanOptions
 
 # Architecture-name suffix -> transformers auto-mapping that serves that task.
 _TASK_MAPPINGS = [
@@ -205,10 +208,9 @@ def _pick_class(cfg, architecture: str | None, notes: list[str]):
                 if name and isinstance(getattr(transformers, name, None), type):
                     notes.append(f"transformers {transformers.__version__} has no class {architecture}; built {name}, the {cfg.model_type} class for the same task")
                     return getattr(transformers, name)
-    name = modeling_auto.MODEL_MAPPING_NAMES.get(cfg.model_type)
-    if isinstance(name, (list, tuple)):
-        name = name[0]
-    cls = getattr(transformers, name, None) if name else None
+    found = modeling_auto.MODEL_MAPPING_NAMES.get(cfg.model_type)
+    name = found[0] if isinstance(found, (list, tuple)) else found
+    cls = getattr(transformers, name, None) if isinstance(name, str) and name else None
     if cls is None:
         raise ConfigError(f"transformers has no model class for model_type {cfg.model_type!r}", field="model_type")
     if architecture:
@@ -310,3 +312,52 @@ def build(source: ModelSource) -> BuiltModel:
     if source.config is None:
         raise BuildError(f"{source.id}: the source has neither a config nor a factory")
     return build_from_config(source.config, source.id)
+
+
+class Attention(NamedTuple):
+    """The attention a training step runs: transformers' name (None for plain modules), why, and the class."""
+
+    used: Optional[str] = None
+    how: str = ""
+    model_class: Optional[str] = None
+
+
+def attention_of(model: nn.Module) -> Optional[str]:
+    """The attention implementation a transformers model runs (None for plain modules)."""
+    cfg = getattr(model, "config", None)
+    return getattr(cfg, "_attn_implementation", None) if cfg is not None else None
+
+
+def recipe_model(built: BuiltModel, source: ModelSource, plan: Optional[PlanOptions]) -> tuple[BuiltModel, Attention]:
+    """The model a training step runs under ``plan``'s recipe, and its :class:`Attention`.
+
+    The trace and the checkpoint comparison keep the published architecture
+    (``built``) with transformers' default attention on CUDA (SDPA where the
+    class has it); ``--task`` and ``--attn-implementation`` build the recipe's
+    model beside it.  An attention the class cannot run is an
+    :class:`~neurarch.errors.InputError`.
+    """
+    from .errors import InputError
+
+    task = plan.task if plan is not None else None
+    want = plan.attn_implementation if plan is not None else None
+    trained = built
+    if built.config is not None and source.config is not None and (task is not None or want not in (None, "sdpa", "flash_attention_2")):
+        num_labels = plan.num_labels if plan is not None else None
+        trained = build_from_config(source.config, source.id, attn_implementation="eager" if want == "eager" else "sdpa", task=task, num_labels=num_labels, strict_attention=want is not None)
+    elif built.config is None and (task is not None or want is not None):
+        raise InputError("--task and --attn-implementation apply to transformers models only")
+    used = attention_of(trained.model)
+    if want is None:
+        how = ("what transformers picks on a CUDA card" + ("" if used == "sdpa" else ": this class has no SDPA path")) if used else ""
+    elif want == "flash_attention_2":
+        if not getattr(type(trained.model), "_supports_flash_attn", False):
+            raise InputError(f"{trained.model_class} does not support flash_attention_2 in transformers")
+        if used != "sdpa":
+            raise InputError(f"{trained.model_class} has no SDPA path to model flash_attention_2 on")
+        used, how = "flash_attention_2", ("--attn-implementation flash_attention_2, simulated with CUDA's flash kernel (the flash-attn package itself needs CUDA to install)")
+    else:
+        if used != want:
+            raise InputError(f"{trained.model_class} cannot run attn_implementation={want!r} (it runs {used!r})")
+        how = f"--attn-implementation {want}"
+    return trained, Attention(used, how, trained.model_class)

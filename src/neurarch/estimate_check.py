@@ -18,10 +18,9 @@ from typing import Optional
 
 from pydantic import BaseModel, Field
 
-from .build import build
 from .errors import InputError
-from .inputs import InputOptions, plan_inputs
-from .sources import resolve
+from .inputs.prepare import prepare
+from .options import InputOptions, Options, PlanOptions
 
 
 class MeasureResult(BaseModel):
@@ -97,17 +96,23 @@ def run(
         raise InputError("measure runs training steps: --mode full, lora or qlora")
     if not 1 <= steps <= 20:
         raise InputError(f"--steps must be between 1 and 20, got {steps}")
-    inputs.validate()
-    source = resolve(spec, trust_remote_code=trust_remote_code)
     if attn_implementation == "flash_attention_2":
         raise InputError("measure runs the real model: flash_attention_2 needs the flash-attn package on a CUDA card; measure sdpa or eager, or plan flash_attention_2 with --plan")
-    if (attn_implementation or task) and source.config is not None:
-        from .build import build_from_config
-
-        built = build_from_config(source.config, source.id, attn_implementation=attn_implementation or "sdpa", task=task, num_labels=num_labels, strict_attention=attn_implementation is not None)
-    else:
-        built = build(source)
-    plan = plan_inputs(built.model, built.config, inputs, source.default_input_shape)
+    recipe = PlanOptions(
+        modes=(mode,),
+        optimizer=optimizer,
+        lora_rank=lora_rank,
+        grad_checkpointing=grad_checkpointing,
+        grad_accumulation=grad_accumulation,
+        attn_implementation=attn_implementation,
+        lora_targets=lora_targets,
+        lora_dropout=lora_dropout,
+        adapter_dtype=adapter_dtype,
+        task=task,
+        num_labels=num_labels,
+    )
+    prepared = prepare(spec, Options(inputs=inputs, trust_remote_code=trust_remote_code, precision=precision, plan=recipe, verify=False))
+    source, built, plan = prepared.source, prepared.trained, prepared.plan
     setup = TrainSetup(
         mode=mode,
         precision=precision,
