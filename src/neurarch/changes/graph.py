@@ -17,6 +17,7 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .types import Impact, PlanFigures
 
@@ -36,8 +37,8 @@ class Built:
 _BUILT: dict[str, Built] = {}  # canonical config JSON sha256 -> what it built (per process)
 
 
-def _canonical(cfg: dict) -> str:
-    return json.dumps(cfg, sort_keys=True, separators=(",", ":"), default=str)
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def build(cfg: dict) -> Built:

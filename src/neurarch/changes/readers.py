@@ -89,7 +89,10 @@ class GitReader:
             self.git_dir = self.top / ".git"
         self.url = self._remote_url() or self.top.as_uri()
 
-    def _git(self, *args: str, binary: bool = False) -> str | bytes:
+    def _git(self, *args: str) -> str:
+        return self._git_bytes(*args).decode(errors="replace")
+
+    def _git_bytes(self, *args: str) -> bytes:
         try:
             out = subprocess.run(["git", "-C", str(self.path), *args], capture_output=True, timeout=60, check=False)
         except FileNotFoundError:
@@ -99,7 +102,7 @@ class GitReader:
         if out.returncode != 0:
             msg = out.stderr.decode(errors="replace").strip().splitlines()
             raise ChangesError(self.repo, f"git {args[0]} failed: {msg[0] if msg else out.returncode}")
-        return out.stdout if binary else out.stdout.decode(errors="replace")
+        return out.stdout
 
     def _remote_url(self) -> str | None:
         try:
@@ -148,14 +151,14 @@ class GitReader:
             size = int(parts[3]) if parts[3].isdigit() else 0
             fid = FileId(path=path, blob=parts[2], size=size)
             if size <= 1024 and path.endswith((".safetensors", ".bin", ".pt")):
-                pointer = parse_lfs_pointer(self._git("cat-file", "blob", parts[2], binary=True))
+                pointer = parse_lfs_pointer(self._git_bytes("cat-file", "blob", parts[2]))
                 if pointer:
                     fid = FileId(path=path, blob=parts[2], size=pointer[1], lfs_sha256=pointer[0])
             ids[path] = fid
         return ids
 
     def read(self, commit: str, fid: FileId) -> bytes:
-        return self._git("cat-file", "blob", fid.blob, binary=True)
+        return self._git_bytes("cat-file", "blob", fid.blob)
 
     def _lfs_object(self, sha256: str) -> Path | None:
         p = self.git_dir / "lfs" / "objects" / sha256[:2] / sha256[2:4] / sha256
@@ -173,14 +176,16 @@ class GitReader:
             proc = subprocess.Popen(["git", "-C", str(self.path), "cat-file", "blob", fid.blob], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except FileNotFoundError:
             raise ChangesError(self.repo, "the git binary is not installed") from None
+        out = proc.stdout
+        assert out is not None  # stdout=PIPE
         try:
-            head = proc.stdout.read(8)
+            head = out.read(8)
             if len(head) < 8:
                 raise ConfigError(f"{where}: not a safetensors file", path=where)
             (n,) = struct.unpack("<Q", head)
             if n > safetensors_header.MAX_HEADER_BYTES:
                 raise ConfigError(f"{where}: safetensors header of {n} bytes is not a real header", path=where)
-            return header_from_bytes(head + proc.stdout.read(n), where)
+            return header_from_bytes(head + out.read(n), where)
         finally:
             proc.kill()
             proc.wait(5)
@@ -333,7 +338,7 @@ class HubReader:
                 ids[entry.path] = FileId(
                     path=entry.path,
                     blob=blob,
-                    size=int(lfs.size if lfs else entry.size or 0),
+                    size=int(lfs.size if lfs else getattr(entry, "size", None) or 0),  # a RepoFile (folders have no blob)
                     lfs_sha256=lfs.sha256 if lfs else None,
                 )
         self._cache_put("trees", f"{self.repo.replace('/', '--')}--{commit}.json", json.dumps({p: f.model_dump() for p, f in ids.items()}).encode())

@@ -100,9 +100,9 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
             if n.commit:
                 notes_by_commit.setdefault(n.commit, []).append(n.message)
         for r in new_revs:
-            row = stored.get(r.commit)
-            if row is None:
-                row = RepoRevision(
+            rev_row = stored.get(r.commit)
+            if rev_row is None:
+                rev_row = RepoRevision(
                     repo_id=repo.id,
                     commit=r.commit,
                     date=r.date,
@@ -113,28 +113,28 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
                     vanished=False,
                     read_at=now,
                 )
-                s.add(row)
+                s.add(rev_row)
                 s.flush()
-                stored[r.commit] = row
+                stored[r.commit] = rev_row
                 try:
                     ids = wrapped.files(r.commit)
                 except Exception:
                     ids = {}
                 for fid in ids.values():
                     if track.tracked(fid.path):
-                        s.add(RepoFile(revision_id=row.id, path=fid.path, blob=fid.blob, size=fid.size, lfs_sha256=fid.lfs_sha256))
+                        s.add(RepoFile(revision_id=rev_row.id, path=fid.path, blob=fid.blob, size=fid.size, lfs_sha256=fid.lfs_sha256))
             else:  # a commit that came back after being marked vanished
-                row.vanished = False
-                row.notes_json = json.dumps(notes_by_commit.get(r.commit, []))
-        for commit, row in stored.items():
+                rev_row.vanished = False
+                rev_row.notes_json = json.dumps(notes_by_commit.get(r.commit, []))
+        for commit, rev_row in stored.items():
             if commit in seq:
-                row.seq = seq[commit]
+                rev_row.seq = seq[commit]
         # -- every change, old and new, in commit order; reverts linked again over the whole list
         change_rows = {(c.commit, c.file, c.kind): c for c in s.scalars(select(RepoChange).where(RepoChange.repo_id == repo.id))}
         changes: list[Change] = []
-        for row in change_rows.values():
-            c = Change.model_validate_json(row.change_json)
-            c.vanished = row.commit in vanished
+        for change_row in change_rows.values():
+            c = Change.model_validate_json(change_row.change_json)
+            c.vanished = change_row.commit in vanished
             changes.append(c)
         changes += [c for c in tracker.changes if c.key not in change_rows]
         if plan is not None:  # graph changes stored by a run without --plan get their plan now
@@ -150,9 +150,9 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
                 c.reverts = None
         track.link_reverts(changes)
         for c in changes:
-            row = change_rows.get(c.key)
+            stored_change = change_rows.get(c.key)
             data = c.model_dump_json()
-            if row is None:
+            if stored_change is None:
                 s.add(
                     RepoChange(
                         repo_id=repo.id,
@@ -168,15 +168,15 @@ def track_stored(reader, since: datetime | None = None, url: str | None = None, 
                     )
                 )
             else:
-                row.fixed, row.vanished, row.change_json = c.fixed, c.vanished, data
+                stored_change.fixed, stored_change.vanished, stored_change.change_json = c.fixed, c.vanished, data
         repo.url, repo.truncated, repo.last_read_at = reader.url, truncated, now
         repo.notes_json = json.dumps([n.message for n in list_notes])
         # -- the history as stored
         all_revs = sorted(stored.values(), key=lambda r: (_utc(r.date), r.seq), reverse=True)
         history_revs = [Revision(commit=r.commit, date=_utc(r.date), author=r.author, title=r.title) for r in all_revs if not r.vanished]
         notes = list(list_notes)
-        for r in all_revs:
-            notes += [RevisionNote(commit=r.commit, message=m) for m in json.loads(r.notes_json or "[]")]
+        for stored_rev in all_revs:
+            notes += [RevisionNote(commit=stored_rev.commit, message=m) for m in json.loads(stored_rev.notes_json or "[]")]
     out_changes = list(reversed(changes))
     if since is not None:
         history_revs = [r for r in history_revs if r.date >= since]
@@ -203,16 +203,19 @@ def _add_plan(reader, change: Change, plan, progress) -> None:
     from ..errors import NeurarchError
     from . import plandiff
 
+    parent = change.parent
+    if parent is None:
+        return
     try:
         sides = []
-        for commit in (change.parent, change.commit):
+        for commit in (parent, change.commit):
             fid = reader.files(commit).get(track.CONFIG)
             if fid is None:
                 return
             sides.append(json.loads(reader.read(commit, fid)))
         if progress:
             progress(f"planning both sides of config.json at {change.commit[:12]}")
-        change.plan = plandiff.diff_configs(sides[0], sides[1], plan, change.parent[:12], change.commit[:12])
+        change.plan = plandiff.diff_configs(sides[0], sides[1], plan, parent[:12], change.commit[:12])
     except (NeurarchError, ValueError) as e:
         change.details.append(f"the plan could not be made: {str(e).splitlines()[0]}")
 
@@ -263,8 +266,12 @@ def find_osv(osv_id: str, engine=None, url: str | None = None) -> tuple[History,
         if row is None:
             return None
         repo = s.get(TrackedRepo, row.repo_id)
+        if repo is None:  # the repo row went with its changes (a delete between the two reads)
+            return None
         name, source, key = repo.name, repo.source, (row.commit, row.file, row.kind)
     h = stored_history(name, source, engine=engine)
+    if h is None:
+        return None
     for c in h.changes:
         if c.key == key:
             return h, c

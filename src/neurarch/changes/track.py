@@ -156,7 +156,7 @@ class Tracker:
                 continue
             old, new = before.get(p), state.data.get(p)
             if p == CONFIG:
-                if p not in ids:
+                if p not in ids or not isinstance(new, dict):
                     continue  # noted above; the next config is compared with the last one seen
                 self._config(rev, parent, old, new)
             elif p == GENERATION:
@@ -280,6 +280,7 @@ class Tracker:
 
     def _template(self, rev: Revision, parent: Revision, before: tuple, after: tuple) -> None:
         file = after[0] or before[0] or TOKENIZER_CONFIG
+        lines: list[str] = []
         if before[1] is None:
             summary, lines = f"chat template added ({file})", []
         elif after[1] is None:
@@ -307,7 +308,8 @@ class Tracker:
     def _weights(self, rev: Revision, parent: Revision | None, ids: dict[str, FileId], state: _State, changed: list[str]) -> None:
         files = sorted(p for p in ids if p.endswith(".safetensors"))
         fp = compare.fingerprint(sorted(ids[p].key for p in files))
-        tensors: dict | None = {}
+        merged: dict = {}
+        tensors: dict | None = merged
         pointer_only = False
         for p in files:
             try:
@@ -320,7 +322,7 @@ class Tracker:
                 pointer_only = True
                 tensors = None
                 break
-            tensors.update(h)
+            merged.update(h)
         old_tensors, old_files, old_fp = state.weights, state.weight_files, state.weights_fp
         state.weights, state.weight_files, state.weights_fp = tensors, files, fp
         if parent is None or not [p for p in changed if p.endswith(".safetensors")]:
