@@ -6,6 +6,7 @@
     python benchmarks/plan_phases.py --catalog            # the per-model table of docs/benchmarks.md
     python benchmarks/plan_phases.py --catalog --save DIR # ... keeping each run's JSON in DIR
     python benchmarks/plan_phases.py --catalog --ids gpt2,t5-small   # ... for some catalog models only
+    python benchmarks/plan_phases.py --second gpt2 t5-small  # the warm second plan: seconds, and whether it imported torch
 
 Phases (one fresh process per model, the plan's jobs run one after another,
 ``NEURARCH_JOBS=1``, so each phase's time is its own; a real run forks them
@@ -24,6 +25,13 @@ device (``init_empty_weights``) and sums its parameters.
 json`` run with an empty cache (fresh process, wall clock, as a user runs it)
 and the same command again and a ``--plan`` with another headline card, prices and
 epochs, both on the warm cache; it prints the Markdown table and the median ratio.
+
+``--second`` times, per model, a cold ``--plan --format json`` (empty cache),
+then the same with another headline card, prices and epochs on that cache:
+the report cache (``neurarch.warm``) answers it; the row says whether that
+process imported torch or transformers (it must not) and whether its JSON,
+timings aside, equals a ``--no-cache`` run of the same options in a fresh cache
+directory (an independent cold run; ``--no-check`` skips it).
 """
 
 from __future__ import annotations
@@ -207,9 +215,57 @@ def catalog(save: Path | None = None, ids: list[str] | None = None) -> None:
     )
 
 
+SECOND_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+sys.argv = ["neurarch-trace", *json.loads(sys.argv[1])]
+from neurarch.cli import main
+rc = main()
+print(json.dumps({"rc": rc, "seconds": time.perf_counter() - t0, "imported": sorted(m for m in ("torch", "transformers") if m in sys.modules)}), file=sys.stderr)
+"""
+
+
+def _second_run(args: list[str], cache_dir: str, out: Path) -> dict:
+    """neurarch-trace ARGS in a fresh process (as the console command), its JSON written to ``out``."""
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", SECOND_CHILD, json.dumps([*args, "-o", str(out)])], capture_output=True, text=True, env=_env(cache_dir))
+    wall = time.perf_counter() - t
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("{")]
+    res = json.loads(lines[-1]) if lines else {"rc": p.returncode, "imported": ["?"]}
+    return {**res, "wall": wall}
+
+
+def _same(a: Path, b: Path) -> bool:
+    keep = lambda p: [ln for ln in p.read_text().splitlines() if '"seconds"' not in ln and '"tool"' not in ln]  # noqa: E731
+    return a.exists() and b.exists() and keep(a) == keep(b)
+
+
+def second(models: list[str], check: bool = True) -> None:
+    print(machine())
+    print(f"fresh process per run, wall clock; a cold `--plan --format json`, then `--plan --format json {' '.join(SECOND_RUN_ARGS)}` on its cache\n")
+    print("| model | cold --plan s | warm: other card, prices, epochs s | imported torch/transformers | equals a --no-cache run |")
+    print("|---|---:|---:|---|---|")
+    walls = []
+    work = Path(tempfile.mkdtemp(prefix="neurarch-second-"))
+    for model_id in models:
+        name = model_id.replace("/", "_")
+        cache = tempfile.mkdtemp(prefix="neurarch-bench-")
+        cold = _second_run([model_id, "--plan", "--format", "json"], cache, work / f"{name}.cold.json")
+        warm = _second_run([model_id, "--plan", "--format", "json", *SECOND_RUN_ARGS], cache, work / f"{name}.warm.json")
+        same = "not checked"
+        if check:
+            _second_run([model_id, "--plan", "--format", "json", *SECOND_RUN_ARGS, "--no-cache"], tempfile.mkdtemp(prefix="neurarch-bench-"), work / f"{name}.ref.json")
+            same = "yes" if _same(work / f"{name}.warm.json", work / f"{name}.ref.json") else "NO"
+        walls.append(warm["wall"])
+        print(f"| {model_id} | {cold['wall']:.2f} | {warm['wall']:.2f} | {', '.join(warm['imported']) or 'neither'} | {same} |", flush=True)
+    print(f"\nwarm second plan: median {statistics.median(walls):.2f} s, worst {max(walls):.2f} s; load average {os.getloadavg()[0]:.2f} at the end; JSON in {work}")
+
+
 def main() -> None:
     args = sys.argv[1:]
-    if "--catalog" in args:
+    if "--second" in args:
+        second([a for a in args if not a.startswith("--")] or DEFAULT, check="--no-check" not in args)
+    elif "--catalog" in args:
         save = Path(args[args.index("--save") + 1]) if "--save" in args else None
         ids = args[args.index("--ids") + 1].split(",") if "--ids" in args else None
         catalog(save, ids)

@@ -40,6 +40,7 @@ STAGES = {
     "neurarch.cost": 6,
     "neurarch.verify": 6,
     "neurarch.pipeline": 7,
+    "neurarch.warm": 7,
     "neurarch.estimate_check": 7,
     "neurarch.render": 8,
     "neurarch.store": 8,

@@ -14,20 +14,20 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional
 
-from . import __version__
+from . import __version__, warm
 from .build import build
 from .errors import TraceTimeout
 from .inputs import plan_inputs
 from .inputs.work import check_plan
 from .options import DEFAULT_PLAN_TIMEOUT_S, DEFAULT_TIMEOUT_S, CostOptions, InputOptions, Options, PlanOptions  # noqa: F401  (re-exported)
+from .plan.fit import ModeResult
 from .report import InputInfo, InputTensor, ModelInfo, PassResult, Report
 from .sources import resolve
 from .trace import trace
 from .trace.counts import build_params
 from .trace.structure import build_structure
+from .warm import JobOutcome, LaterBatchError  # noqa: F401  (re-exported)
 
 
 @contextlib.contextmanager
@@ -95,22 +95,6 @@ def _library_logs():
         bnb_logger.setLevel(bnb_level)
 
 
-def _cards(c: CostOptions):
-    """The cards to price (every built-in card, plus custom ones, prices overridden) and the headline card's name."""
-    from .cards import builtin_cards, find, parse_card, with_price
-
-    cards = list(builtin_cards())
-    for spec in c.cards:
-        card = parse_card(spec)
-        cards = [x for x in cards if x.name != card.name] + [card]
-    names = {x.name for x in cards}
-    head = c.card if c.card in names else find(c.card).name
-    for name, price in c.prices.items():
-        target = name if name in names else find(name).name
-        cards = [with_price(x, price) if x.name == target else x for x in cards]
-    return cards, head
-
-
 # --------------------------------------------------------------------------
 # Plan and cost: independent jobs, run side by side where the OS can fork
 # --------------------------------------------------------------------------
@@ -122,30 +106,6 @@ def _child_init() -> None:
     import torch
 
     torch.set_num_threads(1)
-
-
-class JobOutcome(NamedTuple):
-    """What one job gave back: ``(True, its value)`` or ``(False, (error type, first line))``."""
-
-    ok: bool
-    value: Any
-
-    @property
-    def error(self) -> str:
-        """The failure's first line ("" for a job that ran)."""
-        return "" if self.ok else self.value[1]
-
-
-@dataclass
-class ModeResult:
-    """One memory mode's job: its figures at the input batch, each card's
-    ``(largest batch, whether that batch was simulated)``, and for full
-    fine-tuning where a card cannot hold batch 1, what the multi-GPU plans are
-    made from: the mode at batch 1 and the per-op curves at batch 1 and 2."""
-
-    memory: Any  # report.memory.MemoryMode
-    fits: dict = field(default_factory=dict)  # card name -> (batch, checked)
-    multi: Optional[tuple] = None  # (MemoryMode at batch 1, Curve at 1, Curve at 2)
 
 
 def _call_job(name: str):
@@ -238,8 +198,10 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
     """One memory mode: its figures at the input batch and each card's largest
     batch; for full fine-tuning, where a card cannot hold batch 1, the
     simulated curves at batch 1 and 2 the multi-GPU plans are made from
-    (:func:`_multi_gpu`, in the parent, which knows the layer table)."""
-    from .plan.fit import card_batch
+    (:func:`neurarch.warm.multi_gpu`, in the parent, which knows the layer table).
+    Every simulation it reads is kept, encoded, in ``ModeResult.sims`` (the report cache's)."""
+    from .plan.curve import encode_result
+    from .plan.fit import mode_result
     from .plan.memory import estimate_with_curve, with_batch
 
     p = opts.plan
@@ -249,43 +211,36 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
         if b not in cache:
             # Only the input batch is reported in full (first step too); the
             # batch search needs the steady state alone (half the work).
-            cache[b] = estimate_with_curve(
-                built,
-                with_batch(plan, b),
-                mode,
-                precision=opts.precision,
-                optimizer=p.optimizer,
-                grad_checkpointing=p.grad_checkpointing,
-                lora_rank=p.lora_rank,
-                context_len=p.context_len,
-                lora_targets=tuple(p.lora_targets) if p.lora_targets else None,
-                lora_dropout=p.lora_dropout,
-                adapter_dtype=p.adapter_dtype,
-                attn_implementation=p.attn_implementation,
-                grad_accumulation=p.grad_accumulation if mode != "inference" else 1,
-                grad_checkpointing_reentrant=p.grad_checkpointing_reentrant,
-                zero_grad_set_to_none=p.zero_grad_set_to_none or mode == "inference",
-                steady_only=b != plan.batch,
-                cache=_use_cache(opts),
-            )
+            try:
+                cache[b] = estimate_with_curve(
+                    built,
+                    with_batch(plan, b),
+                    mode,
+                    precision=opts.precision,
+                    optimizer=p.optimizer,
+                    grad_checkpointing=p.grad_checkpointing,
+                    lora_rank=p.lora_rank,
+                    context_len=p.context_len,
+                    lora_targets=tuple(p.lora_targets) if p.lora_targets else None,
+                    lora_dropout=p.lora_dropout,
+                    adapter_dtype=p.adapter_dtype,
+                    attn_implementation=p.attn_implementation,
+                    grad_accumulation=p.grad_accumulation if mode != "inference" else 1,
+                    grad_checkpointing_reentrant=p.grad_checkpointing_reentrant,
+                    zero_grad_set_to_none=p.zero_grad_set_to_none or mode == "inference",
+                    steady_only=b != plan.batch,
+                    cache=_use_cache(opts),
+                )
+            except Exception as e:
+                if plan.batch not in cache:
+                    raise
+                # after the input batch: the error depends on the cards (see warm.entry)
+                raise LaterBatchError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from e
         return cache[b]
 
-    out = ModeResult(memory=at(plan.batch)[0])
-    for card in cards or []:
-        out.fits[card.name] = card_batch(at, card, mode, p.headroom)
-    if mode == "full" and any(b == 0 for b, _ in out.fits.values()):
-        one, c1 = at(1)
-        out.multi = (one, c1, at(2)[1])
+    out = mode_result(at, plan.batch, cards, mode, p.headroom)
+    out.sims = {b: encode_result(*v) for b, v in cache.items()}
     return out
-
-
-def _multi_gpu(cards, multi, largest_layer_bytes: int, headroom: float) -> list:
-    """Pipeline and FSDP plans for the cards that cannot hold batch 1 of full fine-tuning."""
-    from .plan.fit import fsdp_plans, pipeline_plans
-
-    one, c1, c2 = multi
-    plans = pipeline_plans(cards, "full", c1.segments if c1 else None, one.breakdown.overhead + (0 if one.phase == "optimizer" else one.breakdown.temporary), one.peak_bytes, headroom)
-    return plans + fsdp_plans(cards, "full", c1, c2, largest_layer_bytes, headroom)
 
 
 def _count_job(built, opts: Options, default_shape):
@@ -319,114 +274,6 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
     # The slowest first, so two workers finish together.
     order = [n for n in ("lora", "qlora", "full", "cost", "inference") if n in jobs]
     return Jobs({n: jobs[n] for n in order})
-
-
-def _memory_and_work(jobs: Jobs, plan, opts: Options, cards, structure, errors: dict, attention=(None, "", None)):
-    """memory.<mode> at the input batch, each card's largest batch per mode, the
-    multi-GPU plans, and the cost's per-op work, from the jobs' results.  A
-    section that fails (the cost count, the multi-GPU plans) leaves its error
-    in ``errors`` under its JSON path; the others stand."""
-    from .options import OPTIMIZER_IMPLEMENTATIONS
-    from .plan.fit import card_fit
-    from .report.memory import MemoryAssumptions, MemorySection
-
-    p = opts.plan
-    results = jobs.results()
-    work = None
-    if "cost" in results:
-        ok, value = results["cost"]
-        if ok:
-            work = value
-        else:  # the cost section fails on its own; the memory plan stands
-            errors["cost"] = _one_line(f"counting the step's work failed: {value[0]}: {value[1]}")
-    if p is None:
-        return None, [], [], work
-    section = MemorySection(
-        assumptions=MemoryAssumptions(
-            precision=opts.precision,
-            optimizer=p.optimizer,
-            optimizer_implementation=OPTIMIZER_IMPLEMENTATIONS.get(p.optimizer, ""),
-            lora_rank=p.lora_rank,
-            lora_targets=list(p.lora_targets) if p.lora_targets else None,
-            lora_dropout=p.lora_dropout,
-            adapter_dtype=p.adapter_dtype or "fp32",
-            grad_checkpointing=p.grad_checkpointing,
-            grad_accumulation=p.grad_accumulation,
-            grad_checkpointing_reentrant=p.grad_checkpointing_reentrant,
-            zero_grad_set_to_none=p.zero_grad_set_to_none,
-            headroom=p.headroom,
-            batch=plan.batch,
-            context_len=p.context_len,
-            attn_implementation=attention[0],
-            attn_implementation_how=attention[1],
-            task=p.task,
-            model_class=attention[2],
-            method="training steps simulated on fake tensors (steady state: step 2), CUDA kernel semantics; peak_bytes adds caching-allocator rounding and fixed CUDA overhead",
-        )
-    )
-    fits = [card_fit(c) for c in cards or []]
-    multi: list = []
-    for mode in p.modes:
-        outcome = results[mode]
-        if not outcome.ok:  # a mode that does not apply or cannot run is a result, not a crash
-            section.errors[mode] = outcome.error[:300]
-            continue
-        value: ModeResult = outcome.value
-        setattr(section, mode, value.memory)
-        for fit in fits:
-            fit.max_batch[mode], fit.checked[mode] = value.fits[fit.name]
-        if value.multi is not None:
-            elem = 4 if opts.precision == "fp32" else 2
-            largest = max((n.parameters for n in structure.nodes), default=0) * elem
-            try:
-                multi = _multi_gpu(cards, value.multi, largest, p.headroom)
-            except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest stands
-                errors["multi_gpu"] = _error_line(e)
-    return section, fits, multi, work
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
-    line = lines[0] if lines else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _error_line(e: BaseException) -> str:
-    """``Type: first line of the message``: how a failed section reports its error."""
-    return _one_line(f"{type(e).__name__}: {e}") if str(e).strip() else type(e).__name__
-
-
-def _cost(work, opts: Options, plan, trainable: int, cards, fits=None, multi=None, memory=None, param_bytes: int = 0):
-    """The cost section: per card, the run the memory plan says fits (see cost.estimate.runs_for)."""
-    from .cost import estimate
-
-    c = opts.cost
-    tokens = c.tokens
-    samples = c.samples_per_epoch
-    by_card = {f.name: dict(f.max_batch) for f in fits} if fits else None
-    fsdp = {m.card: (m.gpus, m.max_batch_per_gpu) for m in multi or [] if m.strategy == "fsdp"}
-    by_mode = {}
-    for mode in ("lora", "qlora"):
-        mm = getattr(memory, mode, None) if memory is not None else None
-        if mm is not None:
-            by_mode[mode] = mm.trainable_parameters
-    return estimate(
-        work,
-        cards,
-        precision=c.precision,
-        epochs=c.epochs,
-        samples=samples,
-        tokens=tokens,
-        seq_len=plan.seq_len,
-        batch=c.batch,
-        trainable=trainable,
-        headline_card=c.card,
-        fits=(lambda card: by_card.get(card.name)) if by_card is not None else None,
-        fsdp=lambda card: fsdp.get(card.name),
-        trainable_by_mode=by_mode,
-        param_bytes=param_bytes,
-        grad_accumulation=opts.plan.grad_accumulation if opts.plan is not None else 1,
-    )
 
 
 def _attention_of(model) -> str | None:
@@ -469,14 +316,24 @@ def _plan_model(built, source, opts: Options):
 
 
 def analyze(spec: str, options: Options | None = None) -> Report:
-    """Resolve, build and trace a model; return its report."""
+    """Resolve, build and trace a model; return its report.
+
+    A plan whose build, trace and simulations are in the report cache is
+    answered from it (:mod:`neurarch.warm`: the cards, multi-GPU and cost
+    sections recomputed for these options); a cold plan is stored there."""
     opts = options or Options()  # checked when it was made; never changed here
     cards = None
+    warm_key = None
     if opts.priced is not None:
-        cards, head = _cards(opts.priced)
+        hit = warm.lookup(spec, opts)
+        if hit is not None:
+            return hit
+        warm_key = warm.key(spec, opts)
+        cards, head = warm.cards_for(opts.priced)
         # The run this report prices, with the headline card's canonical name: a new value, the caller's stays as it was.
         opts = dataclasses.replace(opts, cost=dataclasses.replace(opts.priced, card=head))
     source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code, offline=opts.offline)
+    keep = None
     with _time_limit(opts.time_limit_s, f"tracing {source.id}"), _library_logs() as library_warnings:
         built = build(source)
         plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
@@ -500,14 +357,13 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             if want_jobs and traced:
                 if jobs is None:  # inputs the trace had to settle first (VLM image tokens, a fallback layout)
                     jobs = _start_jobs(trained, plan, opts, cards, source.default_input_shape)
-                memory, fits, multi, work = _memory_and_work(jobs, plan, opts, cards, structure, section_errors, attention)
-                if opts.cost is not None and work is not None:
-                    try:
-                        n = sum({id(t): t.numel() for t in trained.model.parameters()}.values())
-                        elem = 4 if opts.cost.precision == "fp32" else 2  # FSDP gathers weights in the compute dtype
-                        cost = _cost(work, opts, plan, n, cards, fits, multi, memory, n * elem)
-                    except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest stands
-                        section_errors["cost"] = _error_line(e)
+                results = jobs.results()
+                n = sum({id(t): t.numel() for t in trained.model.parameters()}.values())
+                sections = warm.priced_sections(results, plan.batch, plan.seq_len, opts, cards, structure, n, attention)
+                memory, fits, multi, cost = sections["memory"], sections["cards"], sections["multi_gpu"], sections["cost"]
+                section_errors.update(sections["errors"])
+                if warm_key is not None:
+                    keep = (results, plan.batch, plan.seq_len, n, attention)
         finally:
             if jobs is not None:
                 jobs.close()
@@ -568,8 +424,10 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         try:
             result = verify.run(ctx, opts.disable)
         except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest stands
-            report.errors["verifier"] = _error_line(e)
+            report.errors["verifier"] = warm.error_line(e)
         else:
             report.findings = result.findings
             report.verifier = result.verifier
+    if keep is not None:
+        warm.store(warm_key, warm.entry(report, *keep))
     return report

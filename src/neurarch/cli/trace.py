@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 from ..errors import NeurarchError
@@ -247,18 +248,25 @@ class _Analyzer:
 
     def __init__(self, args, opts, supervised: bool):
         self.args, self.opts = args, opts
-        self.supervisor = None
-        if supervised and not args.debug and os.environ.get("NEURARCH_SUPERVISE", "1") != "0":
+        self.supervisor: Any = None  # started for the first model the report cache does not answer
+        self.supervised = supervised and not args.debug and os.environ.get("NEURARCH_SUPERVISE", "1") != "0"
+        if self.supervised:
             self.time_limit_s, self.memory_limit = _limits(args, opts)
-            from ..supervise import Supervisor
-
-            self.supervisor = Supervisor(capture_output=False)
 
     def __call__(self, spec: str):
-        if self.supervisor is None:
+        from ..warm import lookup
+
+        hit = lookup(spec, self.opts)  # a plan kept in the report cache: answered here, without torch (neurarch.warm)
+        if hit is not None:
+            return hit
+        if not self.supervised:
             from ..pipeline import analyze
 
             return analyze(spec, self.opts)
+        if self.supervisor is None:
+            from ..supervise import Supervisor
+
+            self.supervisor = Supervisor(capture_output=False)
         out = self.supervisor.run(
             _analyze_in_child, (spec, self.opts), time_limit_s=self.time_limit_s, memory_limit_bytes=self.memory_limit, grace_s=min(LIMIT_GRACE_S, max(2.0, self.opts.time_limit_s / 2))
         )

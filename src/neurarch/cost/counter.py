@@ -29,6 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+from .price import OpRecord
+
 aten = torch.ops.aten
 
 
@@ -117,17 +119,6 @@ def _argument(func, args, kwargs, name: str):
 
 
 _WEIGHT_GRAD_OPS = {"aten.mm", "aten.addmm"}
-
-
-@dataclass
-class OpRecord:
-    op: str  # e.g. "aten.mm"
-    phase: str  # "forward" or "backward"
-    flops: int
-    bytes: int  # read + written, at the precision's element size
-    matmul: bool  # has a FLOP formula: runs on tensor cores
-    causal: bool = False
-    weight_grad: bool = False  # backward matmul whose output is a weight's gradient (skipped when the weight is frozen)
 
 
 @dataclass

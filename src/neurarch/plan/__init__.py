@@ -8,12 +8,34 @@
   (the yardstick of ``benchmarks/memory_accuracy.py``).
 
 See ``docs/accuracy.md`` for the measured error.
+
+The names load on first use, so the torch-free modules of this package
+(:mod:`.fit`, :mod:`.curve`, :mod:`.cache`'s fingerprints) import without torch.
 """
 
-from ..report.memory import MemoryBreakdown, MemoryMode, MemorySection
-from .measure import Measurement, measure_cpu, measure_cuda, measure_model, real_factory
-from .memory import Simulation, estimate, simulate, simulate_inference, with_batch
-from .step import PlanOptionError, TrainSetup
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_HOME = {
+    "MemoryBreakdown": "..report.memory",
+    "MemoryMode": "..report.memory",
+    "MemorySection": "..report.memory",
+    "Measurement": ".measure",
+    "measure_cpu": ".measure",
+    "measure_cuda": ".measure",
+    "measure_model": ".measure",
+    "real_factory": ".measure",
+    "Simulation": ".memory",
+    "estimate": ".memory",
+    "simulate": ".memory",
+    "simulate_inference": ".memory",
+    "with_batch": ".memory",
+    "PlanOptionError": ".step",
+    "TrainSetup": ".step",
+}
+
 
 __all__ = [
     "estimate",
@@ -32,3 +54,10 @@ __all__ = [
     "TrainSetup",
     "PlanOptionError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(home, __name__), name)

@@ -28,6 +28,10 @@ A file that cannot be read, does not parse or does not carry its own key is
 ignored and recomputed, never an error.  The directory is kept under a size
 cap (``NEURARCH_CACHE_MAX_MB``, default 512): the least recently used files
 go first.  ``NEURARCH_NO_CACHE=1`` (or ``--no-cache``) turns it off.
+
+The same files hold the report cache (:mod:`neurarch.warm`, folder
+``reports``): everything here but :func:`model_fingerprint` and :func:`key`
+runs without torch, which those two import when they are called.
 """
 
 from __future__ import annotations
@@ -39,10 +43,11 @@ import tempfile
 import weakref
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # torch is imported where a model is fingerprinted: the rest of this module runs without it
+    import torch
+    from torch import nn
 
 KEY_VERSION = 1
 DEFAULT_MAX_MB = 512
@@ -50,6 +55,11 @@ LIBRARIES = ("torch", "transformers", "peft", "bitsandbytes", "timm", "torchvisi
 
 # What this process read and wrote (tests and benchmarks read it).
 STATS = {"hits": 0, "misses": 0, "stores": 0, "ignored": 0}
+REPORT_STATS = {"hits": 0, "misses": 0, "stores": 0, "ignored": 0}  # the report cache's (neurarch.warm)
+
+
+def _stats(kind: str) -> dict:
+    return STATS if kind == "sims" else REPORT_STATS
 
 
 def enabled() -> bool:
@@ -57,9 +67,11 @@ def enabled() -> bool:
     return os.environ.get("NEURARCH_NO_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
 
 
-def directory() -> Path:
+def directory(kind: str = "sims") -> Path:
+    """``$NEURARCH_CACHE_DIR/<kind>`` (default ``~/.cache/neurarch/<kind>``): ``sims`` for the
+    simulations, ``reports`` for the report cache (:mod:`neurarch.warm`)."""
     root = os.environ.get("NEURARCH_CACHE_DIR", "").strip()
-    return Path(root).expanduser() / "sims" if root else Path.home() / ".cache" / "neurarch" / "sims"
+    return Path(root).expanduser() / kind if root else Path.home() / ".cache" / "neurarch" / kind
 
 
 def max_bytes() -> int:
@@ -142,6 +154,7 @@ def _class_source(cls: type) -> str | None:
 
 
 def _tensor_entry(name: str, t: torch.Tensor) -> list:
+    import torch
     from torch._subclasses.fake_tensor import FakeTensor
 
     entry = [name, list(t.shape), str(t.dtype), bool(getattr(t, "requires_grad", False))]
@@ -169,6 +182,9 @@ _MODEL_PRINTS: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDict
 
 def model_fingerprint(model: nn.Module, config: Any = None) -> str:
     """What identifies a built model for the simulator (see the module docstring); once per model object."""
+    import torch
+    from torch import nn
+
     cached = _MODEL_PRINTS.get(model)
     if cached is not None:
         return cached
@@ -212,35 +228,37 @@ def key(kind: str, model: nn.Module, config: Any, *parts: Any) -> str:
 # --------------------------------------------------------------------------
 
 
-def load(k: str) -> Any | None:
-    """The stored value under key ``k``, or None (absent, unreadable, corrupt, or off)."""
+def load(k: str, kind: str = "sims") -> Any | None:
+    """The stored value under key ``k`` in the ``kind`` folder, or None (absent, unreadable, corrupt, or off)."""
     if not enabled():
         return None
-    path = directory() / k[:2] / f"{k}.json"
+    stats = _stats(kind)
+    path = directory(kind) / k[:2] / f"{k}.json"
     try:
         entry = json.loads(path.read_text())
         if not isinstance(entry, dict) or entry.get("key") != k or "value" not in entry:
             raise ValueError("not this key's entry")
     except FileNotFoundError:
-        STATS["misses"] += 1
+        stats["misses"] += 1
         return None
     except Exception:  # noqa: BLE001 - a corrupt file is recomputed, never an error
-        STATS["ignored"] += 1
-        STATS["misses"] += 1
+        stats["ignored"] += 1
+        stats["misses"] += 1
         with _quiet():
             path.unlink()
         return None
     with _quiet():
         os.utime(path)  # least recently used goes first
-    STATS["hits"] += 1
+    stats["hits"] += 1
     return entry["value"]
 
 
-def store(k: str, value: Any) -> None:
-    """Write ``value`` (JSON) under key ``k``, atomically; then keep the directory under the cap."""
+def store(k: str, value: Any, kind: str = "sims") -> None:
+    """Write ``value`` (JSON) under key ``k`` in the ``kind`` folder, atomically; then keep that folder under the cap."""
     if not enabled():
         return
-    folder = directory() / k[:2]
+    stats = _stats(kind)
+    folder = directory(kind) / k[:2]
     with _quiet():
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
@@ -248,18 +266,18 @@ def store(k: str, value: Any) -> None:
             with os.fdopen(fd, "w") as f:
                 json.dump({"key": k, "value": value}, f, separators=(",", ":"))
             os.replace(tmp, folder / f"{k}.json")
-            STATS["stores"] += 1
+            stats["stores"] += 1
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        evict(max_bytes())
+        evict(max_bytes(), kind)
 
 
-def evict(cap: int) -> int:
-    """Remove the least recently used files until the directory holds at most ``cap`` bytes; returns how many went."""
+def evict(cap: int, kind: str = "sims") -> int:
+    """Remove the least recently used files until the ``kind`` folder holds at most ``cap`` bytes; returns how many went."""
     files = []
     total = 0
-    for path in directory().glob("*/*.json"):
+    for path in directory(kind).glob("*/*.json"):
         with _quiet():
             st = path.stat()
             files.append((st.st_mtime, st.st_size, path))

@@ -19,7 +19,8 @@ not a simulation of the sharded run, and it is labelled so.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 from ..cards import Card
 from ..options import DEFAULT_HEADROOM
@@ -216,6 +217,35 @@ def pipeline_plans(cards: list[Card], mode: str, segments: list[tuple[str, int]]
             )
         )
     return plans
+
+
+@dataclass
+class ModeResult:
+    """One memory mode's job: its figures at the input batch, each card's
+    ``(largest batch, whether that batch was simulated)``, and for full
+    fine-tuning where a card cannot hold batch 1, what the multi-GPU plans are
+    made from: the mode at batch 1 and the per-op curves at batch 1 and 2.
+    ``sims``: every simulation it read, ``{batch: encoded (MemoryMode, Curve)}``
+    (what the report cache keeps to answer other cards and headrooms)."""
+
+    memory: Any  # report.memory.MemoryMode
+    fits: dict = field(default_factory=dict)  # card name -> (batch, checked)
+    multi: Optional[tuple] = None  # (MemoryMode at batch 1, Curve at 1, Curve at 2)
+    sims: dict = field(default_factory=dict)
+
+
+def mode_result(sim_at: Callable[[int], tuple], input_batch: int, cards: list[Card] | None, mode: str, headroom: float = DEFAULT_HEADROOM) -> ModeResult:
+    """A mode's figures at the input batch, each card's largest batch, and for
+    full fine-tuning where a card cannot hold batch 1, the simulations at batch 1
+    and 2 the multi-GPU plans are made from.  ``sim_at(batch)`` gives a cached
+    ``(MemoryMode, Curve)``: a simulation in a cold plan, a stored one in a warm one."""
+    out = ModeResult(memory=sim_at(input_batch)[0])
+    for card in cards or []:
+        out.fits[card.name] = card_batch(sim_at, card, mode, headroom)
+    if mode == "full" and any(b == 0 for b, _ in out.fits.values()):
+        one, c1 = sim_at(1)
+        out.multi = (one, c1, sim_at(2)[1])
+    return out
 
 
 def render_rows(fits: list[CardFit], modes: list[str]) -> list[list[str]]:

@@ -35,9 +35,11 @@ import dataclasses
 
 from ..build import BuiltModel
 from ..inputs import InputPlan
+from ..options import DEFAULT_LORA_RANK
 from ..report.memory import MemoryBreakdown, MemoryMode
 from . import cache as _cache
 from .by_depth import _NO_CUT, CUT_UNITS, segment_bytes, simulate_by_depth, simulate_mode, stack_of  # noqa: F401  (the planner's public names)
+from .curve import decode_result, encode_result
 from .inference import simulate_inference  # noqa: F401
 from .overhead import fixed_overhead
 from .simulation import CATEGORIES, Curve, Peak, Simulation, _to_fake, category, meta_copy, simulate  # noqa: F401
@@ -139,34 +141,11 @@ def _key_setup(setup: TrainSetup) -> TrainSetup:
 
 def _encode_estimate(value) -> dict:
     (mem, curve), why = value
-    return {
-        "memory": mem.model_dump(mode="json"),
-        "curve": None
-        if curve is None
-        else {
-            "batch": curve.batch,
-            "values": [[list(k), v] for k, v in curve.values.items()],
-            "sharded": [[list(k), v] for k, v in curve.sharded.items()],
-            "segments": None if curve.segments is None else [list(s) for s in curve.segments],
-        },
-        "no_cut": why,
-    }
+    return {**encode_result(mem, curve), "no_cut": why}
 
 
 def _decode_estimate(raw: dict):
-    mem = MemoryMode.model_validate(raw["memory"])
-    c = raw["curve"]
-    curve = (
-        None
-        if c is None
-        else Curve(
-            c["batch"],
-            {tuple(k): v for k, v in c["values"]},
-            {tuple(k): v for k, v in c["sharded"]},
-            None if c["segments"] is None else [tuple(s) for s in c["segments"]],
-        )
-    )
-    return (mem, curve), raw["no_cut"]
+    return decode_result(raw), raw["no_cut"]
 
 
 def simulations_run() -> int:

@@ -25,6 +25,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from ..build import BuiltModel
 from ..inputs import InputPlan
 from ..trace.fake import needs_value
+from .curve import Curve  # noqa: F401  (the planner's public name)
 from .fakefix import FakeGaps, unpacked_sequences
 from .overhead import cuda_round
 from .semantics import CudaKernels
@@ -58,17 +59,6 @@ def category(life: Life) -> str:
     if life.phase in ("forward", "prefill", "decode") and life.survives_forward:
         return "activations"  # in inference: the KV cache
     return "temporary"
-
-
-@dataclass
-class Curve:
-    """Per op label, what a CUDA card holds right after it (rounded live bytes plus the
-    fixed overhead) at ``batch``; the peak_bytes is the largest value."""
-
-    batch: int
-    values: dict
-    sharded: dict = field(default_factory=dict)  # label -> weights + gradients + optimizer state alive there (what FSDP divides)
-    segments: list | None = None  # [(segment, bytes)] in execution order, for a pipeline cut (full mode)
 
 
 @dataclass
