@@ -25,6 +25,17 @@ from ``neurarch-trace --help``) fall back to the nearest one it has; the row
 says which, and is left out of the "as the source ran it" median.  Rerun the
 script when options land: a row whose command line changes is simulated again.
 
+One setup part is the benchmark's own, not a neurarch option: the T5 v1.1 /
+mT5 rows (T0_3B, mt0-xxl) set ``separate_lm_head``.  Their sources ran
+transformers 4.x, which built the separate ``lm_head`` their configs ask for
+(``tie_word_embeddings: false``); transformers 5.x's T5Config ties it always.
+Those rows are built here as transformers 4.x built them (the model the
+installed transformers builds, with ``lm_head`` given its own weight; the
+encoder and decoder embeddings stay shared, as 4.x shared them), checked
+against the published parameter count, and simulated through the library
+functions the CLI calls (``build_from_config``, ``plan_inputs``,
+``plan.memory.estimate``) with the same options.
+
 Run::
 
     nice -n 10 python benchmarks/published.py              # runs what is not cached, writes docs/published.md
@@ -43,6 +54,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -166,6 +178,14 @@ class Setup:
     lora_targets: str | None = None
     decoder_seq: int | None = None  # encoder-decoders: the labels' length, where it differs from the input's
     zero_grad_to_none: bool = True  # False: grads kept (zeroed) between steps, torch 1.x's zero_grad() default
+    # With grad_checkpointing: torch.utils.checkpoint's reentrant variant (torch 1.x's default, which
+    # transformers 4.2x called without use_reentrant)
+    checkpoint_reentrant: bool = False
+    # Built as transformers 4.x built it: a separate lm_head (T5 v1.1 / mT5 configs say
+    # tie_word_embeddings false; transformers 5.x ties it always). The published parameter count
+    # the build must then give.
+    separate_lm_head: bool = False
+    published_parameters: int | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +207,7 @@ BERT = {
     "task": "seq-cls",
     "num_labels": 2,
     "zero_grad_to_none": False,
+    "checkpoint_reentrant": True,  # transformers v4.21's BertEncoder: torch.utils.checkpoint.checkpoint(...), reentrant on torch 1.x
     "optimizer_as_run": "adamw_hf (transformers.AdamW, per-parameter loop)",
 }
 HF_ADAMW = {"optimizer": "adamw-fused"}  # a loop over parameters keeps no multi-tensor scratch: fused is the nearest
@@ -277,7 +298,11 @@ PEFT_T5 = {
     "zero_grad_to_none": False,
     "optimizer": "adamw-fused",
     "optimizer_as_run": "torch.optim.AdamW (torch 1.13: single-tensor loop)",
+    "separate_lm_head": True,
 }
+# T5 v1.1 XL (T0_3B) and mT5-XXL (mt0-xxl) with their separate heads: see tests/sources/test_published_configs.py.
+T0_PARAMS = 2_849_757_184
+MT0_PARAMS = 12_921_057_280
 PEFT_LORA = {"mode": "lora", "lora_rank": 8, "lora_alpha": 32, "lora_dropout": 0.1}
 TWEET_SEQ = 64  # not stated: see unclear
 TWEET_UNCLEAR = (
@@ -294,7 +319,7 @@ ROWS += [
         "bigscience/T0_3B, Full Finetuning",
         47.14,
         "47.14GB GPU / 2.96GB CPU",
-        Setup(config="bigscience--T0_3B", mode="full", seq=TWEET_SEQ, **PEFT_T5),
+        Setup(config="bigscience--T0_3B", mode="full", seq=TWEET_SEQ, published_parameters=T0_PARAMS, **PEFT_T5),
         unclear=TWEET_UNCLEAR + ("the script of the Full Finetuning column is not named; we take the LoRA example without LoRA",),
     ),
     Row(
@@ -303,7 +328,7 @@ ROWS += [
         "bigscience/T0_3B, PEFT-LoRA PyTorch",
         14.4,
         "14.4GB GPU / 2.96GB CPU",
-        Setup(config="bigscience--T0_3B", seq=TWEET_SEQ, lora_targets="q,v", **PEFT_T5, **PEFT_LORA),
+        Setup(config="bigscience--T0_3B", seq=TWEET_SEQ, lora_targets="q,v", published_parameters=T0_PARAMS, **PEFT_T5, **PEFT_LORA),
         unclear=TWEET_UNCLEAR,
     ),
     Row(
@@ -312,7 +337,7 @@ ROWS += [
         "bigscience/mt0-xxl, PEFT-LoRA PyTorch",
         56,
         "56GB GPU / 3GB CPU",
-        Setup(config="bigscience--mt0-xxl", seq=TWEET_SEQ, lora_targets="q,v", **PEFT_T5, **PEFT_LORA),
+        Setup(config="bigscience--mt0-xxl", seq=TWEET_SEQ, lora_targets="q,v", published_parameters=MT0_PARAMS, **PEFT_T5, **PEFT_LORA),
         unclear=TWEET_UNCLEAR + ("the README names no script for mt0-xxl; we take the T0_3B seq2seq example with the model swapped",),
     ),
     Row(
@@ -345,7 +370,7 @@ ROWS += [
         "bigscience/mt0-xxl, Full Finetuning",
         None,
         "OOM GPU",
-        Setup(config="bigscience--mt0-xxl", mode="full", seq=TWEET_SEQ, **PEFT_T5),
+        Setup(config="bigscience--mt0-xxl", mode="full", seq=TWEET_SEQ, published_parameters=MT0_PARAMS, **PEFT_T5),
         oom_on_bytes=A100_80GB,
         unclear=TWEET_UNCLEAR,
     ),
@@ -415,6 +440,16 @@ def command(row: Row, help_text: str) -> tuple[list[str], list[str]]:
     args += ["--optimizer", optimizer]
     if s.grad_checkpointing:
         args.append("--grad-checkpointing")
+        if s.checkpoint_reentrant:
+            if has("--grad-checkpointing-reentrant"):
+                args.append("--grad-checkpointing-reentrant")
+            else:
+                missing.append("--grad-checkpointing-reentrant (ran non-reentrant checkpointing)")
+    if not s.zero_grad_to_none:
+        if has("--zero-grad-set-to-none"):
+            args += ["--zero-grad-set-to-none", "false"]
+        else:
+            missing.append("--zero-grad-set-to-none false (ran with the gradients freed after each step: the kept gradients are missing)")
     if s.decoder_seq is not None:
         if has("--decoder-seq-len"):
             args += ["--decoder-seq-len", str(s.decoder_seq)]
@@ -451,19 +486,13 @@ def command(row: Row, help_text: str) -> tuple[list[str], list[str]]:
     return args, missing
 
 
-def not_expressible(row: Row) -> list[str]:
-    """Setup parts no neurarch option expresses yet (known, not planned in issue 10)."""
-    s = row.setup
-    out = []
-    if not s.zero_grad_to_none:
-        out.append(
-            "gradients kept between steps (torch 1.x zero_grad() without set_to_none): neurarch frees them (torch 2's default), so its peak misses up to one gradient copy of the trainable weights"
-        )
-    return out
-
-
 def git_commit() -> str:
-    """The commit the package ran from, with "+uncommitted" when src/ differs from it."""
+    """The commit the package ran from, with "+uncommitted" when src/ differs from it.  A copy of the
+    package from outside this checkout (PYTHONPATH) is named by $NEURARCH_SRC_COMMIT."""
+    import neurarch
+
+    if not Path(neurarch.__file__).resolve().is_relative_to(ROOT / "src"):
+        return os.environ.get("NEURARCH_SRC_COMMIT", "unknown") + " (a copy of the package outside this checkout)"
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30, check=False).stdout.strip() or "unknown"
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"], capture_output=True, text=True, timeout=30, check=False).stdout.strip()
@@ -507,78 +536,72 @@ def run_row(row: Row, args: list[str], timeout_s: int) -> dict:
 
 
 # --------------------------------------------------------------------------
-# What-ifs: the same row through the library, with a setup part the CLI cannot
-# express yet (the decoder's length, an untied head).  They explain a miss;
-# they are not the row's figure.
+# Rows built as transformers 4.x built them (a separate lm_head): the same
+# options through the library functions the CLI calls.
 # --------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class WhatIf:
-    id: str
-    row: str
-    decoder_seq: int | None  # the decoder's tokens (labels), as the source had them
-    untie_head: bool  # a separate lm_head, as the published T5 v1.1 / mT5 checkpoints store it
-    says: str
+LIBRARY = "[benchmark: built as transformers 4.x built it, separate lm_head; simulated through the library]"
 
 
-WHAT_IFS = [
-    WhatIf("t0-lora/decoder3", "t0-lora", 3, False, "decoder of 3 tokens (the labels' length)"),
-    WhatIf("t0-lora/decoder3+head", "t0-lora", 3, True, "decoder of 3 tokens and the checkpoint's separate lm_head"),
-    WhatIf("t0-full/decoder3+head", "t0-full", 3, True, "decoder of 3 tokens and the checkpoint's separate lm_head"),
-    WhatIf("mt0-lora/decoder3+head", "mt0-lora", 3, True, "decoder of 3 tokens and the checkpoint's separate lm_head"),
-]
-
-
-def run_what_if(w: WhatIf) -> dict:
-    """Simulate ``w``'s row with neurarch's library (build, plan the inputs, estimate one mode)."""
-    import dataclasses
-
+def build_separate_head(s: Setup):
+    """The model the installed transformers builds from the row's config, with ``lm_head`` given a
+    weight of its own, as transformers 4.x built T5 v1.1 / mT5 (``tie_word_embeddings: false``); the
+    encoder and decoder embeddings stay the shared one, as in 4.x.  Checked against the published count."""
     import torch
     from torch import nn
 
     from neurarch.build import build_from_config
+
+    path = CONFIGS / f"{s.config}.json"
+    built = build_from_config(json.loads(path.read_text()), str(path), attn_implementation=s.attention, task=s.task, strict_attention=True)
+    model = built.model
+    head = model.get_output_embeddings()
+    if head is None or head.weight is not model.get_input_embeddings().weight:
+        raise RuntimeError(f"{s.config}: the built model's head is not tied to its embedding; nothing to separate")
+    head.weight = nn.Parameter(torch.empty_like(head.weight, device="meta"))  # [vocab, d_model], its own
+    n = sum({id(p): p.numel() for p in model.parameters()}.values())
+    if s.published_parameters is not None and n != s.published_parameters:
+        raise RuntimeError(f"{s.config}: {n:,} parameters with a separate lm_head, the published count is {s.published_parameters:,}")
+    return built, n
+
+
+def run_library(row: Row, args: list[str]) -> dict:
+    """Simulate ``row`` with the options ``args`` give the CLI, on the model :func:`build_separate_head` makes."""
     from neurarch.inputs import InputOptions, plan_inputs
     from neurarch.plan.memory import estimate
 
-    row = next(r for r in ROWS if r.id == w.row)
     s = row.setup
-    path = CONFIGS / f"{s.config}.json"
     t0 = time.time()
-    built = build_from_config(json.loads(path.read_text()), str(path), attn_implementation=s.attention, task=s.task)
-    model = built.model
-    if w.untie_head:
-        head = model.get_output_embeddings()
-        if head is None or head.weight is not model.get_input_embeddings().weight:
-            raise RuntimeError(f"{w.id}: the built model's head is not tied, nothing to untie")
-        head.weight = nn.Parameter(torch.empty_like(head.weight, device="meta"))  # [vocab, d_model], its own
-    plan = plan_inputs(model, built.config, InputOptions(batch=s.batch, seq_len=s.seq), None)
-    if w.decoder_seq is not None:
-        names = {"decoder_input_ids", "decoder_attention_mask"}
-        if not any(t.name in names for t in plan.tensors):
-            raise RuntimeError(f"{w.id}: the input plan has no decoder tokens")
-        plan.tensors = [dataclasses.replace(t, shape=(t.shape[0], w.decoder_seq)) if t.name in names else t for t in plan.tensors]
+    if "--attn-implementation" not in args or (s.decoder_seq is not None and "--decoder-seq-len" not in args):
+        raise RuntimeError("this neurarch lacks an option the row needs (see the row's fallbacks)")
+    built, n = build_separate_head(s)
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=s.batch, seq_len=s.seq, decoder_seq_len=s.decoder_seq), None)
     mm = estimate(
         built,
         plan,
         s.mode,
         precision=s.precision,
-        optimizer=s.optimizer,
+        optimizer=args[args.index("--optimizer") + 1],
         grad_checkpointing=s.grad_checkpointing,
+        grad_checkpointing_reentrant="--grad-checkpointing-reentrant" in args,
+        zero_grad_set_to_none="--zero-grad-set-to-none" not in args,
+        grad_accumulation=s.grad_accumulation,
         lora_rank=s.lora_rank or 16,
-        lora_targets=tuple(s.lora_targets.split(",")) if s.lora_targets else None,
-        lora_dropout=s.lora_dropout or 0.0,
+        lora_targets=tuple(s.lora_targets.split(",")) if s.lora_targets and "--lora-targets" in args else None,
+        lora_dropout=(s.lora_dropout or 0.0) if "--lora-dropout" in args else 0.0,
         attn_implementation=s.attention,
     )
     return {
+        "seconds": round(time.time() - t0, 1),
         "peak_tensor_bytes": mm.peak_tensor_bytes,
         "peak_bytes": mm.peak_bytes,
         "overhead_bytes": mm.breakdown.overhead,
         "breakdown": mm.breakdown.model_dump(),
         "phase": mm.phase,
         "module": mm.module,
-        "seconds": round(time.time() - t0, 1),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "trainable_parameters": mm.trainable_parameters,
+        "parameters": n,
+        "notes": mm.notes,
     }
 
 
@@ -596,14 +619,6 @@ def ours(row: Row, est: dict) -> int:
     # (two handles in training: the main thread and autograd's device thread), the context the source printed.
     rounded = est["peak_bytes"] - est["overhead_bytes"]
     return rounded + 2 * src.workspace + src.context_bytes
-
-
-def kept_grads_bound(row: Row, est: dict) -> int | None:
-    """At most how much the peak grows when gradients are kept (zeroed, not freed) between steps: every
-    trainable parameter's gradient alive all step long (fp32: 4 bytes each, also under AMP's fp32 weights)."""
-    if row.setup.zero_grad_to_none:
-        return None
-    return ours(row, est) + 4 * est["trainable_parameters"]
 
 
 def quoted_bytes(row: Row) -> int | None:
@@ -642,7 +657,11 @@ def setup_text(s: Setup) -> str:
         f"{s.attention} attention",
     ]
     if s.grad_checkpointing:
-        bits.append("gradient checkpointing")
+        bits.append("gradient checkpointing" + (" (reentrant)" if s.checkpoint_reentrant else ""))
+    if not s.zero_grad_to_none:
+        bits.append("gradients kept, zeroed, between steps (zero_grad without set_to_none)")
+    if s.separate_lm_head:
+        bits.append("built as transformers 4.x built it: separate lm_head" + (f" ({s.published_parameters:,} parameters, the published count)" if s.published_parameters else ""))
     if s.task:
         bits.append(f"task {s.task}" + (f" ({s.num_labels} labels)" if s.num_labels else ""))
     if s.mode == "lora":
@@ -701,17 +720,17 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
         add("")
         add(f"Setup: {src.setup}")
         add("")
-        add("| row | the source's run | quoted | quoted (bytes) | ours | error | ours if gradients are kept (at most) | every option the row needs exists in this neurarch? |")
-        add("|---|---|---|---:|---:|---:|---:|---|")
+        add("| row | the source's run | quoted | quoted (bytes) | ours | error | every option the row needs exists in this neurarch? |")
+        add("|---|---|---|---:|---:|---:|---|")
         for r in rows:
             est = results.get(r.id, {}).get("estimate")
             missing = results.get(r.id, {}).get("missing", [])
             if est is None:
                 q = quoted_bytes(r)
-                add(f"| {r.id} | {r.label} | {r.quoted_text} | {'—' if q is None else f'{q:,}'} | not run | — | — | — |")
+                add(f"| {r.id} | {r.label} | {r.quoted_text} | {'—' if q is None else f'{q:,}'} | not run | — | — |")
                 continue
             if "error" in est:
-                add(f"| {r.id} | {r.label} | {r.quoted_text} | — | failed: {est['error'][:160]} | — | — | — |")
+                add(f"| {r.id} | {r.label} | {r.quoted_text} | — | failed: {est['error'][:160]} | — | — |")
                 continue
             our = ours(r, est)
             how = "yes" if not missing else "no: " + "; ".join(m.split(" (")[0] for m in missing) + " missing"
@@ -721,14 +740,12 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
                     if our > r.oom_on_bytes
                     else f"ours {our / 2**30:,.1f} GiB fits {r.oom_on_bytes / 2**30:.0f} GiB: disagrees"
                 )
-                add(f"| {r.id} | {r.label} | {r.quoted_text} | — | {fmt_gb(our)} | {verdict} | — | {how} |")
+                add(f"| {r.id} | {r.label} | {r.quoted_text} | — | {fmt_gb(our)} | {verdict} | {how} |")
                 continue
             err = error(r, est)
             comparable.append((r, err, not missing))
-            bound = kept_grads_bound(r, est)
             q = quoted_bytes(r)
-            bound_text = "—" if bound is None else f"{bound:,} ({fmt_pct((bound - q) / q)})"
-            add(f"| {r.id} | {r.label} | {r.quoted_text} | {q:,} | {our:,} | {fmt_pct(err)} | {bound_text} | {how} |")
+            add(f"| {r.id} | {r.label} | {r.quoted_text} | {q:,} | {our:,} | {fmt_pct(err)} | {how} |")
         add("")
         add("Each row's full setup, as data (what neurarch was asked, what it could not be asked, and where the source is unclear):")
         add("")
@@ -736,11 +753,13 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
             entry = results.get(r.id, {})
             add(f"* **{r.id}**: {setup_text(r.setup)}.")
             if entry.get("command"):
-                add(f"  Command: `neurarch-trace {' '.join(a.replace(str(ROOT) + '/', '') for a in entry['command'])}`.")
+                cmd = [a.replace(str(ROOT) + "/", "") for a in entry["command"] if a != LIBRARY]
+                if LIBRARY in entry["command"]:
+                    add(f"  Options (as `neurarch-trace {' '.join(cmd)}` would take them; the model built as transformers 4.x built it, separate lm_head, and simulated through the library).")
+                else:
+                    add(f"  Command: `neurarch-trace {' '.join(cmd)}`.")
             for m in entry.get("missing", []):
                 add(f"  Option not in this neurarch yet: {m}.")
-            for m in not_expressible(r):
-                add(f"  Not expressible in neurarch: {m}.")
             for u in r.unclear:
                 add(f"  Unclear in the source: {u}.")
             est = entry.get("estimate") or {}
@@ -752,29 +771,6 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
                     f"temporary {fmt_gb(b.get('temporary'))}; {est['parameters']:,} parameters ({est['trainable_parameters']:,} "
                     f"trained); simulated in {est['seconds']:.0f} s."
                 )
-        add("")
-
-    what = results.get("_what_ifs", {})
-    if what:
-        add("## What-ifs: setup parts the CLI cannot express yet")
-        add("")
-        add(
-            "The same rows simulated through neurarch's library (`build_from_config`, `plan_inputs`, `plan.memory.estimate`) "
-            "with one setup part changed to what the source ran. They explain a miss; they are not the rows' figures above."
-        )
-        add("")
-        add("| what-if | row | changed | quoted (bytes) | ours | error | peak at |")
-        add("|---|---|---|---:|---:|---:|---|")
-        for w in WHAT_IFS:
-            res = what.get(w.id)
-            r = next(x for x in ROWS if x.id == w.row)
-            if not res:
-                continue
-            if "error" in res:
-                add(f"| {w.id} | {w.row} | {w.says} | — | failed: {res['error'][:160]} | — | — |")
-                continue
-            our, q = ours(r, res), quoted_bytes(r)
-            add(f"| {w.id} | {w.row} | {w.says} | {q:,} | {our:,} | {fmt_pct((our - q) / q)} | {res['phase']}, {res['module']}; {res['parameters']:,} parameters |")
         add("")
 
     add("## Summary")
@@ -789,16 +785,6 @@ def write_doc(results: dict, help_text: str, path: Path) -> str:
             f"{'—' if allm is None else f'{allm * 100:.1f} %'} ({len(exact)} of them ran with every CLI option their setup needs, "
             f"median |error| {'—' if exm is None else f'{exm * 100:.1f} %'}; the parts no option expresses are listed per row)."
         )
-        # the same rows with each what-if's figure in place of the CLI's (the last what-if of a row wins)
-        swapped = {}
-        for w in WHAT_IFS:
-            res = what.get(w.id)
-            if res and "error" not in res:
-                r = next(x for x in ROWS if x.id == w.row)
-                swapped[w.row] = (ours(r, res) - quoted_bytes(r)) / quoted_bytes(r)
-        if any(r.id in swapped for r, _ in rows_m):
-            med = median_abs([swapped.get(r.id, e) for r, e in rows_m])
-            add(f"  With the what-ifs' figures in place of the CLI's for {', '.join(r.id for r, _ in rows_m if r.id in swapped)}: median |error| {med * 100:.1f} %.")
     ooms = [(r, results.get(r.id, {}).get("estimate")) for r in ROWS if r.quoted is None]
     agree = sum(1 for r, est in ooms if est and "error" not in est and ours(r, est) > r.oom_on_bytes)
     add(f"* Runs the source reports out of memory: ours agrees on {agree} of {len(ooms)}.")
@@ -828,7 +814,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recompute", action="store_true", help="ignore cached estimates")
     ap.add_argument("--doc-only", action="store_true", help="write the doc from the cache, run nothing")
     ap.add_argument("--timeout", type=int, default=3000, help="seconds per row (default 3000)")
-    ap.add_argument("--no-what-ifs", action="store_true", help="skip the what-if simulations through the library")
     ap.add_argument("--out", type=Path, default=DOC)
     args = ap.parse_args(argv)
 
@@ -845,13 +830,21 @@ def main(argv: list[str] | None = None) -> int:
             if only and row.id not in only:
                 continue
             argv_row, missing = command(row, help_text)
+            if row.setup.separate_lm_head:
+                argv_row = [*argv_row, LIBRARY]
             old = cache.get(row.id, {})
             stored = [a.replace("{configs}", str(CONFIGS)) for a in old.get("command", [])]
             # reuse while the command line is unchanged and it gave a figure (a failed row is tried again)
             if not args.recompute and stored == argv_row and "error" not in old.get("estimate", {"error": ""}):
                 continue
             print(f"[{row.id}] neurarch-trace {' '.join(argv_row)}", file=sys.stderr, flush=True)
-            est = run_row(row, argv_row, args.timeout)
+            if row.setup.separate_lm_head:
+                try:
+                    est = run_library(row, argv_row)
+                except Exception as e:  # noqa: BLE001 - a row that fails is reported, not fatal
+                    est = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}", "seconds": 0}
+            else:
+                est = run_row(row, argv_row, args.timeout)
             print(f"[{row.id}] {'error: ' + est['error'] if 'error' in est else 'ok'} ({est['seconds']} s)", file=sys.stderr, flush=True)
             cache[row.id] = {
                 "command": [a.replace(str(CONFIGS), "{configs}") for a in argv_row],
@@ -862,21 +855,9 @@ def main(argv: list[str] | None = None) -> int:
             }
             cache["_env"] = env
             CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
-    if not args.doc_only and not args.no_what_ifs:
-        for w in WHAT_IFS:
-            if only and w.row not in only:
-                continue
-            old = cache.setdefault("_what_ifs", {}).get(w.id)
-            if old and not args.recompute and "error" not in old:
-                continue
-            print(f"[{w.id}] what-if through the library: {w.says}", file=sys.stderr, flush=True)
-            try:
-                res = run_what_if(w)
-            except Exception as e:  # noqa: BLE001 - a what-if that fails is reported, not fatal
-                res = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"}
-            print(f"[{w.id}] {'error: ' + res['error'] if 'error' in res else 'ok'}", file=sys.stderr, flush=True)
-            cache["_what_ifs"][w.id] = res
-            CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
+    cache.pop("_what_ifs", None)  # the earlier what-ifs (decoder length, separate head) are the rows' own setups now
+    if not args.doc_only:
+        CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
     view = {k: ({**v, "command": [a.replace("{configs}", str(CONFIGS)) for a in v.get("command", [])]} if not k.startswith("_") else v) for k, v in cache.items()}
     write_doc(view, help_text, args.out)
     print(f"wrote {args.out}", file=sys.stderr)

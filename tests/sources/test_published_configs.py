@@ -102,3 +102,17 @@ def test_published_rows_match_their_sources_by_hand():
     assert pub.ours(rows["bert-vanilla"], est) == 5_000_000_000 - 354_382_744 + 2 * 8_519_680 + 1343 * 1_048_576
     # max_memory_allocated rows: the peak of live tensor bytes as simulated
     assert pub.ours(rows["t0-lora"], est) == 10_000
+
+
+@pytest.mark.parametrize("row_id,published", [("t0-lora", 2_849_757_184), ("mt0-lora", 12_921_057_280)])
+def test_benchmark_builds_t5_rows_with_their_separate_head(row_id, published):
+    # The benchmark's rows for T0_3B and mt0-xxl are built as transformers 4.x built them (a separate
+    # lm_head, the encoder and decoder embeddings shared): the published counts above, exactly.
+    pub = _published_script()
+    row = next(r for r in pub.ROWS if r.id == row_id)
+    assert row.setup.separate_lm_head and row.setup.published_parameters == published
+    built, n = pub.build_separate_head(row.setup)
+    assert n == published
+    model = built.model
+    assert model.lm_head.weight is not model.shared.weight
+    assert model.encoder.embed_tokens.weight is model.shared.weight is model.decoder.embed_tokens.weight
