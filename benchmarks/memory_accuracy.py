@@ -42,7 +42,7 @@ from neurarch.build import build_from_config
 from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan.memory import simulate
 from neurarch.plan.real_step import measure_cpu
-from neurarch.plan.step import TrainSetup
+from neurarch.plan.train import TrainSetup
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "src" / "neurarch" / "catalog" / "configs"
@@ -190,7 +190,7 @@ def memtracker(name, raw, opts, mode, prec, **extra):
     from torch.distributed._tools.mem_tracker import MemTracker
 
     from neurarch.plan.memory import _to_fake, meta_copy
-    from neurarch.plan.step import Observer, label_specs, make_batch, make_optimizer, prepare, train, trainable
+    from neurarch.plan.train import Observer, label_specs, make_batch, make_optimizer, prepare, train, trainable
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -90,7 +90,7 @@ def run(
 ) -> MeasureResult:
     from .plan.memory import simulate
     from .plan.real_step import measure_model
-    from .plan.step import TrainSetup
+    from .plan.train import TrainSetup
 
     if mode == "inference":
         raise InputError("measure runs training steps: --mode full, lora or qlora")

@@ -30,7 +30,7 @@ from .errors import InputError
 MODES: tuple[str, ...] = ("full", "lora", "qlora", "inference")
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor")
-# What each optimizer is on the card, as the report says it (plan.step.make_optimizer builds them).
+# What each optimizer is on the card, as the report says it (plan.train.make_optimizer builds them).
 OPTIMIZER_IMPLEMENTATIONS: dict[str, str] = {
     "adamw": "torch.optim.AdamW, foreach (multi-tensor: torch's default on CUDA; its step keeps a scratch copy per parameter group)",
     "adamw-fused": "torch.optim.AdamW(fused=True) (the Hugging Face Trainer's adamw_torch_fused, its default with torch >= 2.8): no multi-tensor scratch",

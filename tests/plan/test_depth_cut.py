@@ -150,7 +150,7 @@ def test_autocast_weight_copies_are_flagged():
     # k 64x32, v 64x32, o 64x64, gate/up 64x128, down 128x64 = 36,864; 7 layers;
     # lm_head 1000x64 = 64,000 -> 322,048 elements x 2 bytes.
     from neurarch.plan.memory import simulate
-    from neurarch.plan.step import TrainSetup
+    from neurarch.plan.train import TrainSetup
 
     built, plan = _built(LLAMA, "llama")
     sim = simulate(built, plan, TrainSetup(mode="full", precision="bf16-mixed"))

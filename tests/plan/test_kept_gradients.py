@@ -15,7 +15,7 @@ from neurarch.inputs import InputOptions, InputPlan, TensorSpec, plan_inputs
 from neurarch.options import PlanOptions
 from neurarch.plan.memory import simulate
 from neurarch.plan.real_step import measure_cpu
-from neurarch.plan.step import PlanOptionError, TrainSetup, prepare
+from neurarch.plan.train import PlanOptionError, TrainSetup, prepare
 from tiny_configs import LLAMA
 
 

@@ -20,7 +20,7 @@ from neurarch.errors import NeurarchError
 from neurarch.inputs import InputOptions, InputPlan, TensorSpec, plan_inputs
 from neurarch.plan.memory import estimate, simulate
 from neurarch.plan.real_step import measure_cpu
-from neurarch.plan.step import PlanOptionError, TrainSetup
+from neurarch.plan.train import PlanOptionError, TrainSetup
 from tiny_configs import BERT, LLAMA, MIXTRAL
 
 
@@ -347,7 +347,7 @@ def test_vision_language_model_reads_token_values_and_matches_real_cpu_step(setu
     sim = simulate(built, plan, setup)  # counts the image tokens into the plan first
     assert plan.main_shape[1] > 64  # the text was lengthened to hold the 64 image tokens
     # Fine-tuned as a causal LM on its own text (labels = the input ids' shape), as LLaVA trains.
-    from neurarch.plan.step import label_specs
+    from neurarch.plan.train import label_specs
 
     (labels,) = label_specs(built.model, built.config, plan)
     assert labels.name == "labels" and tuple(labels.shape) == tuple(plan.main_shape)
@@ -361,7 +361,7 @@ def test_no_lm_labels_for_a_conditional_generation_model_without_modality_tokens
     # (batch, seq, codebooks): 2-d LM labels would break its loss, so it trains on its output.
     from transformers import CsmConfig
 
-    from neurarch.plan.step import label_specs
+    from neurarch.plan.train import label_specs
 
     cfg = CsmConfig().to_dict()
     cfg.update(num_hidden_layers=1, architectures=["CsmForConditionalGeneration"])
@@ -375,7 +375,7 @@ def test_no_lm_labels_for_a_conditional_generation_model_without_modality_tokens
 def test_lora_leaves_linear_subclasses_with_their_own_forward_alone():
     # A MoE router that subclasses nn.Linear but returns (scores, logits) is no plain
     # matmul: peft's LoRA wrapper would add its update to a tuple (Llama-4, PhiMoE).
-    from neurarch.plan.step import lora_targets
+    from neurarch.plan.train import lora_targets
 
     class Router(nn.Linear):
         def forward(self, x):

@@ -15,7 +15,7 @@ from neurarch.errors import NeurarchError
 from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan.memory import simulate
 from neurarch.plan.real_step import measure_cpu
-from neurarch.plan.step import TrainSetup
+from neurarch.plan.train import TrainSetup
 from tiny_configs import BERT as BERT_MLM
 from tiny_configs import LLAMA, MIXTRAL
 

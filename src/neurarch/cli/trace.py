@@ -59,7 +59,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--grad-checkpointing-reentrant",
         action="store_true",
-        help='with --grad-checkpointing: gradient_checkpointing_kwargs={"use_reentrant": True}, torch\'s default before 2.4 (transformers 4.x recipes)',
+        help='with --grad-checkpointing: gradient_checkpointing_kwargs={"use_reentrant": True}, what torch.utils.checkpoint runs when use_reentrant is not passed, as transformers 4.x called it',
     )
     g.add_argument(
         "--zero-grad-set-to-none",

@@ -26,9 +26,9 @@ from torch import nn
 from ..inputs import InputOptions, InputPlan, plan_inputs
 from ..options import PRECISIONS  # noqa: F401  (re-exported)
 from ..plan.depth import cut, stack_of
-from ..plan.step import PlanOptionError, label_specs, loss_of
+from ..plan.train import label_specs
 from ..trace.fake import ValueMode, needs_value
-from ..trace.run import _loss
+from ..trace.loss import loss_of
 from .counter import OpCounter
 from .price import (  # noqa: F401  (the pricing, torch-free, re-exported here)
     ADAMW_BYTES_PER_PARAM,
@@ -83,10 +83,9 @@ def _count_once(model: nn.Module, plan: InputPlan, float_bytes: int, cfg, mode, 
                 inputs.update(type(plan)(tensors=list(labels), main=labels[0].name, batch=plan.batch).make(values))
             with counter:
                 out = model(**inputs)
-                try:
-                    loss = loss_of(out)
-                except PlanOptionError:
-                    loss = _loss(out)  # no floating output that needs grad first: every one, summed
+                loss = loss_of(out)
+                if loss is None:  # no floating output that needs grad first: every one, summed
+                    loss = loss_of(out, every_output=True)
                 del out
                 if loss is not None:
                     counter.phase = "backward"

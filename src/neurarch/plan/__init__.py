@@ -32,8 +32,8 @@ _HOME = {
     "simulate": ".memory",
     "simulate_inference": ".memory",
     "with_batch": ".memory",
-    "PlanOptionError": ".step",
-    "TrainSetup": ".step",
+    "PlanOptionError": ".train",
+    "TrainSetup": ".train",
 }
 
 

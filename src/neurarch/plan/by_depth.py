@@ -14,7 +14,7 @@ from . import depth
 from .inference import simulate_inference
 from .overhead import cuda_round
 from .simulation import Peak, Simulation, category, meta_copy, simulate
-from .step import PlanOptionError, TrainSetup
+from .train import PlanOptionError, TrainSetup
 
 # --------------------------------------------------------------------------
 # Deep models: two cut runs, extrapolated (neurarch.plan.depth)

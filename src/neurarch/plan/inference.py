@@ -13,8 +13,8 @@ from ..introspect import forward_params as _decoder_accepts
 from ..introspect import max_positions as _max_positions
 from .overhead import cuda_round
 from .simulation import Simulation, _count, _peak_of, _replay, _run, _Watch, _with_values, meta_copy
-from .step import TrainSetup, autocast_for, make_batch, prepare
 from .tracker import INPUT, LiveTracker
+from .train import TrainSetup, autocast_for, make_batch, prepare
 
 # --------------------------------------------------------------------------
 # Inference: prefill at the input shape, KV cache at a context length

@@ -3,7 +3,7 @@
 ``simulate(built, plan, setup)`` copies the meta model, prepares it (LoRA
 injection, dtype casts, checkpointing) while it is still on meta, turns every
 parameter into a FakeTensor, and runs ``steps`` real training steps (the code
-in :mod:`neurarch.plan.step`) under FakeTensorMode with a
+in :mod:`neurarch.plan.train`) under FakeTensorMode with a
 :class:`~neurarch.plan.tracker.LiveTracker` watching.  Nothing is allocated;
 every storage's size and lifetime is recorded.
 
@@ -43,7 +43,7 @@ from .curve import decode_result, encode_result
 from .inference import simulate_inference  # noqa: F401
 from .overhead import fixed_overhead
 from .simulation import CATEGORIES, Curve, Peak, Simulation, _to_fake, category, meta_copy, simulate  # noqa: F401
-from .step import DEFAULT_LORA_RANK, TrainSetup
+from .train import TrainSetup
 
 # --------------------------------------------------------------------------
 # The report section

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from ..inputs import InputPlan
-from .step import Observer, TrainSetup, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable
+from .train import Observer, TrainSetup, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable
 
 _PHASE_PREFIX = "neurarch:"
 
@@ -186,7 +186,7 @@ def measure_cuda(
     there is no GPU.
     """
     if not torch.cuda.is_available():
-        from .step import PlanOptionError
+        from .train import PlanOptionError
 
         raise PlanOptionError("--device cuda needs a CUDA GPU; this torch sees none")
     dev = torch.device("cuda")
@@ -244,7 +244,7 @@ def real_factory(built, source=None) -> Callable[[], nn.Module]:
                 return cls(cfg)
 
         return make
-    from .step import PlanOptionError
+    from .train import PlanOptionError
 
     raise PlanOptionError(f"{built.model_class}: no config or factory to build real weights from")
 

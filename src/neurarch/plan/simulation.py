@@ -29,8 +29,8 @@ from .curve import Curve  # noqa: F401  (the planner's public name)
 from .fakefix import FakeGaps, unpacked_sequences
 from .overhead import cuda_round
 from .semantics import CudaKernels
-from .step import Observer, PlanOptionError, TrainSetup, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
 from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, LiveTracker
+from .train import Observer, PlanOptionError, TrainSetup, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporary")
 
@@ -298,7 +298,7 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     real, so code that reads a value runs; a value that would depend on the
     weights is an error, never a guess.  That mode keeps no op's arguments, so
     lifetimes are what they would be.  ``watch.values`` hands it to ``body``
-    for :func:`~neurarch.plan.step.make_batch`.
+    for :func:`~neurarch.plan.train.make_batch`.
     """
     from ..trace.fake import VALUE_LIMIT, ValueMode, quiet_fake_logs
 
@@ -355,7 +355,7 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
     """Simulate ``steps`` training steps of ``built`` on fake tensors.
 
     ``steady_only``: only step 2, after a warm-up that makes the optimizer state
-    without step 1's forward and backward (:func:`~neurarch.plan.step.warm_up`);
+    without step 1's forward and backward (:func:`~neurarch.plan.train.warm_up`);
     half the work, for the batch search, where only the steady state counts.
     """
     setup = setup or TrainSetup()

@@ -11,6 +11,7 @@ from torch import nn
 
 from ..inputs import InputPlan
 from .fake import ValueMode, new_mode, quiet_fake_logs, to_fake
+from .loss import loss_of
 from .recorder import FunctionalOps, Recorder, first_tensor
 
 
@@ -44,36 +45,6 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
 
 
-def _floating_outputs(obj, out: list) -> None:
-    if isinstance(obj, torch.Tensor):
-        if obj.dtype.is_floating_point and obj.requires_grad:
-            out.append(obj)
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            _floating_outputs(v, out)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            _floating_outputs(v, out)
-
-
-def _loss(output) -> torch.Tensor | None:
-    """A scalar to run backward from: every floating output that needs grad, summed.
-
-    Summing all outputs (logits, pooled features, hidden states...) reaches
-    every parameter that takes part in the forward pass, so a parameter left
-    without a gradient is truly unused.  The memory planner uses the task's
-    real loss instead.
-    """
-    ts: list[torch.Tensor] = []
-    _floating_outputs(output, ts)
-    if not ts:
-        return None
-    loss = ts[0].float().sum()
-    for t in ts[1:]:
-        loss = loss + t.float().sum()
-    return loss
-
-
 def _forward(model: nn.Module, plan: InputPlan, mode, values, backward: bool, t0: float):
     """One forward pass with fresh hooks: (recorder, output, outcome)."""
     rec = Recorder(model)
@@ -94,7 +65,7 @@ def _forward(model: nn.Module, plan: InputPlan, mode, values, backward: bool, t0
 
 def _backward(out, values) -> PassOutcome:
     t1 = time.perf_counter()
-    loss = _loss(out)
+    loss = loss_of(out, every_output=True)
     if loss is None:
         return PassOutcome(False, "the forward output has no floating tensor that requires grad")
     try:
