@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -12,6 +12,8 @@ from torch import nn
 from ..introspect import forward_params, sub_config
 from ..options import InputOptions
 from .types import TensorSpec
+
+_M = TypeVar("_M", bound=nn.Module)
 
 
 @dataclass
@@ -52,7 +54,7 @@ def _is_decoder(model: nn.Module, cfg: Any) -> bool:
     )
 
 
-def _first_module(model: nn.Module, kinds: tuple[type, ...], match=None) -> nn.Module | None:
+def _first_module(model: nn.Module, kinds: tuple[type[_M], ...], match=None) -> _M | None:
     for m in model.modules():
         if isinstance(m, kinds) and (match is None or match(m)):
             return m

@@ -42,8 +42,9 @@ def _count_features(model: nn.Module, modality: str, inputs: dict[str, torch.Ten
 
 
 def _embedding_width(model: nn.Module) -> int | None:
+    get = getattr(model, "get_input_embeddings", None)
     try:
-        emb = model.get_input_embeddings()
+        emb = get() if callable(get) else None
     except Exception:
         return None
     w = getattr(emb, "weight", None)

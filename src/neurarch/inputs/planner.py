@@ -212,7 +212,7 @@ def _add_embedded(ctx: _Ctx) -> None:
     (Decision Transformer: ``embed_state`` takes ``states``): one stream per such forward
     argument, shaped for that layer (a Linear's width, an Embedding's ids), the streams sharing the
     model's positions (they are interleaved step by step)."""
-    found: list[tuple[str, nn.Module]] = []
+    found: list[tuple[str, nn.Linear | nn.Embedding]] = []
     for arg, param in ctx.params.items():
         if "Tensor" not in str(param.annotation):  # return_dict and other flags
             continue
@@ -289,8 +289,8 @@ def _by_name(ctx: _Ctx, name: str, specs: dict[str, TensorSpec]) -> list[TensorS
         m = g["merge"] if g else 1
         return [TensorSpec(name, (ctx.b,), torch.long, data=[m] * ctx.b)]
     if name.endswith(("attention_mask", "_mask")) and name != "bool_masked_pos":
-        ref = specs.get(name.replace("attention_mask", "input_ids")) or specs.get("input_ids")
-        shape = ref.shape[:2] if ref is not None else (ctx.b, seq)
+        ids = specs.get(name.replace("attention_mask", "input_ids")) or specs.get("input_ids")
+        shape = ids.shape[:2] if ids is not None else (ctx.b, seq)
         return [TensorSpec(name, shape, torch.long, fill=1)]
     if name in ("grid_thw", "image_grid_thw"):
         g = _patch_grid(ctx)
@@ -304,7 +304,7 @@ def _by_name(ctx: _Ctx, name: str, specs: dict[str, TensorSpec]) -> list[TensorS
             return [TensorSpec(name, (ctx.b * t * gh * gw, g["dim"]))]
     if name.endswith("_inputs") and as_int(config_get(ctx.cfg, name[: -len("inputs")] + "seq_len")):
         # Tokenised task text of a fixed length (OneFormer's task_inputs, task_seq_len).
-        n = as_int(config_get(ctx.cfg, name[: -len("inputs")] + "seq_len"))
+        n = as_int(config_get(ctx.cfg, name[: -len("inputs")] + "seq_len")) or 0  # set: the condition above
         vocab = as_int(config_find(ctx.cfg, "text_encoder_vocab_size", "vocab_size"), 1000) or 1000
         ctx.how.append(f"{name}: {n} token ids (the config's {name[: -len('inputs')]}seq_len)")
         return [TensorSpec(name, (ctx.b, n), torch.long, vocab, avoid=special_ids(ctx.cfg))]

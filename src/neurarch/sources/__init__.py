@@ -68,7 +68,8 @@ def _native(config: dict) -> tuple[str | None, str]:
             return False
         if want_config:
             return cls is config_class
-        return issubclass(cls, nn.Module) and isinstance(getattr(cls, "config_class", None), type) and issubclass(config_class, cls.config_class)
+        own = getattr(cls, "config_class", None)
+        return issubclass(cls, nn.Module) and isinstance(own, type) and issubclass(config_class, own)
 
     if not isinstance(archs, list) or not archs or not ours(archs[0], want_config=False):
         return None, f"its config has an auto_map and architectures[0] is not a transformers {model_type} class"
@@ -163,8 +164,10 @@ def resolve(
     else:
         from . import catalog
 
-        src = catalog.load(spec) if revision is None else None
-        if src is None:
+        bundled = catalog.load(spec) if revision is None else None
+        if bundled is not None:
+            src = bundled
+        else:
             if not HUB_ID.match(spec):
                 raise SourceNotFoundError(spec, "not a path, a catalog id or a Hugging Face model id")
             from . import hub

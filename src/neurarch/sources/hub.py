@@ -237,9 +237,12 @@ def _fetch_headers(repo_id: str, sha: str) -> dict:
 
 def _checkpoint(repo_id: str, sha: str | None, offline: bool, notes: list[str]) -> CheckpointInfo | None:
     """CheckpointInfo from the headers (cache first), or None with a note saying why."""
-    entry = _read_cached_headers(repo_id, sha) if sha else None
+    if sha is None:
+        notes.append("offline: the checkpoint's safetensors headers are not in the cache")
+        return None
+    entry = _read_cached_headers(repo_id, sha)
     if entry is None:
-        if offline or sha is None:
+        if offline:
             notes.append("offline: the checkpoint's safetensors headers are not in the cache")
             return None
         try:

@@ -33,10 +33,30 @@ import socket
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable, Sequence
 
 from ..supervise import GRACE_S, Supervisor
 from .records import SweepRecord, append_result, read_results
+
+if TYPE_CHECKING:
+    from typing_extensions import Required, TypedDict, Unpack
+
+    class SweepOptions(TypedDict, total=False):
+        """:func:`iter_sweep`'s keywords (its signature holds the defaults), as :func:`run_sweep` passes them on."""
+
+        job: Required[Callable[[Any], Any]]
+        results_path: Required[str | os.PathLike]
+        time_limit_s: Required[float]
+        memory_limit_bytes: int | None
+        grace_s: float
+        scheduler: str | None
+        workers: int | None
+        resume: bool
+        preload: Sequence[str]
+        env: dict[str, str] | None
+        key: Callable[[Any], str]
+        retry_failed: bool
+
 
 # Supervisors kept by each dask worker process: (preload, env) -> Supervisor.
 _SUPERVISORS: dict[tuple, Supervisor] = {}
@@ -57,6 +77,15 @@ def _supervisor(preload: tuple[str, ...], env: dict[str, str]) -> Supervisor:
         return sup
 
 
+def _not_json(value: Any) -> str:
+    """Why ``value`` cannot go in a JSON line ("" when it can)."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as e:
+        return str(e) or type(e).__name__
+    return ""
+
+
 def run_item(job: Callable[[Any], Any], item: Any, key: str, time_limit_s: float, memory_limit_bytes: int | None, grace_s: float, preload: tuple[str, ...], env: dict[str, str]) -> dict:
     """One item, as a dask task: ``job(item)`` in a supervised process; the record as a dict."""
     where = f"{socket.gethostname()}:{os.getpid()}"
@@ -66,16 +95,9 @@ def run_item(job: Callable[[Any], Any], item: Any, key: str, time_limit_s: float
         return SweepRecord(key, item, "crash", error=f"Crash: {e}", worker=where).__dict__
     out = sup.run(job, (item,), time_limit_s=time_limit_s, memory_limit_bytes=memory_limit_bytes, grace_s=grace_s)
     value, status, error = out.value, out.status, out.error
-    if status == "ok":
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError) as e:
-            value, status, error = None, "error", f"the job's answer is not JSON: {e}"
-    progress = out.progress
-    try:
-        json.dumps(progress)
-    except (TypeError, ValueError):
-        progress = repr(progress)[:2000]
+    if status == "ok" and (why := _not_json(value)):
+        value, status, error = None, "error", f"the job's answer is not JSON: {why}"
+    progress = out.progress if not _not_json(out.progress) else repr(out.progress)[:2000]
     if status == "crash" and not error and out.stderr_tail:
         error = out.stderr_tail[-1]
     return SweepRecord(
@@ -120,7 +142,7 @@ def iter_sweep(
     env: dict[str, str] | None = None,
     key: Callable[[Any], str] = item_key,
     retry_failed: bool = False,
-) -> Iterator[SweepRecord]:
+) -> Generator[SweepRecord, None, None]:
     """Run the items not yet in ``results_path``; yield each record as it finishes (and as it is written).
 
     ``retry_failed``: also run again the items whose record is not ``ok`` (the new line wins on reading).
@@ -165,44 +187,15 @@ def iter_sweep(
             cluster.close()
 
 
-def run_sweep(
-    items: Iterable[Any],
-    *,
-    job: Callable[[Any], Any],
-    results_path: str | os.PathLike,
-    time_limit_s: float,
-    memory_limit_bytes: int | None = None,
-    grace_s: float = GRACE_S,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    resume: bool = True,
-    preload: Sequence[str] = (),
-    env: dict[str, str] | None = None,
-    key: Callable[[Any], str] = item_key,
-    retry_failed: bool = False,
-    on_record: Callable[[SweepRecord], None] | None = None,
-) -> list[SweepRecord]:
+def run_sweep(items: Iterable[Any], *, on_record: Callable[[SweepRecord], None] | None = None, **options: Unpack[SweepOptions]) -> list[SweepRecord]:
     """Run every item not yet in ``results_path``; all the items' records (earlier ones too), in the items' order.
 
-    ``on_record`` is called with each new record as it finishes (to print progress).
+    Takes :func:`iter_sweep`'s keywords; ``on_record`` is called with each new record as it finishes (to print progress).
     """
     items = list(items)
-    for rec in iter_sweep(
-        items,
-        job=job,
-        results_path=results_path,
-        time_limit_s=time_limit_s,
-        memory_limit_bytes=memory_limit_bytes,
-        grace_s=grace_s,
-        scheduler=scheduler,
-        workers=workers,
-        resume=resume,
-        preload=preload,
-        env=env,
-        key=key,
-        retry_failed=retry_failed,
-    ):
+    for rec in iter_sweep(items, **options):
         if on_record is not None:
             on_record(rec)
-    done = read_results(results_path)
+    key = options.get("key", item_key)
+    done = read_results(options["results_path"])
     return [done[key(i)] for i in items if key(i) in done]

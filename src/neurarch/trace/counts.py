@@ -160,10 +160,10 @@ def compare(g: GraphCounts, ckpt: CheckpointInfo, model: nn.Module, config: Any)
         for name, shape in graph.items():
             if name in matched_graph:
                 continue
-            group = alias_of.get(name)
-            if group and any(a in matched_graph for a in group if a != name):
+            aliases = alias_of.get(name)
+            if aliases and any(a in matched_graph for a in aliases if a != name):
                 continue  # tied alias of a stored tensor: counted once on both sides
-            if group and name != group[0]:
+            if aliases and name != aliases[0]:
                 continue
             only_graph[name] = math.prod(shape)
         for group in g.tied:
@@ -199,10 +199,10 @@ def compare(g: GraphCounts, ckpt: CheckpointInfo, model: nn.Module, config: Any)
         candidates.append(CountDifference(scalars=-g.counters, cause="the checkpoint count includes BatchNorm num_batches_tracked counters", tensors=["*.num_batches_tracked"]))
     for pat, why, fn in LEGACY_BUFFERS.get(getattr(config, "model_type", None) or "", []):
         try:
-            n = int(fn(config))
+            held = int(fn(config))
         except Exception:
             continue
-        candidates.append(CountDifference(scalars=-n, cause=f"the checkpoint holds {why}", tensors=[pat]))
+        candidates.append(CountDifference(scalars=-held, cause=f"the checkpoint holds {why}", tensors=[pat]))
     for c in candidates:
         if c.scalars == delta:
             return [c], True

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import cast
 
 import torch
 from torch import nn
@@ -87,7 +88,7 @@ def to_fake(model: nn.Module, mode: FakeTensorMode, device: torch.device | str =
                 continue
             if id(p) not in memo:
                 memo[id(p)] = nn.Parameter(fake(p.data), requires_grad=p.requires_grad)
-            mod._parameters[name] = memo[id(p)]
+            mod._parameters[name] = cast(nn.Parameter, memo[id(p)])  # made from a parameter (above, or where it was first seen)
         for name, b in list(mod._buffers.items()):
             if b is None:
                 continue
@@ -363,12 +364,13 @@ class ValueMode(TorchDispatchMode):
 def needs_value(e: BaseException) -> bool:
     """Whether ``e`` (or what caused it) is a fake tensor asked for its value (``.item()``,
     a data-dependent output size): code that runs under :class:`ValueMode`."""
+    cur: BaseException | None = e
     for _ in range(8):
-        if e is None:
+        if cur is None:
             return False
-        if isinstance(e, (DataDependentOutputException, DynamicOutputShapeException)):
+        if isinstance(cur, (DataDependentOutputException, DynamicOutputShapeException)):
             return True
-        e = e.__cause__ or e.__context__
+        cur = cur.__cause__ or cur.__context__
     return False
 
 

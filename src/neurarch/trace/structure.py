@@ -37,6 +37,7 @@ def build_structure(model: nn.Module, events: list[Event], depth: int | None = N
             nodes.append(Node(index=len(nodes), name=ev.name, type=ev.op, output_shape=_no_batch(ev.output_shape), depth=ev.caller_depth + 1, calls=ev.calls))
             continue
         mod = ev.module
+        assert mod is not None  # a module event names its module (only op events have none)
         rtype = readable_type(mod)
         leaf = next(mod.children(), None) is None
         if depth is None:

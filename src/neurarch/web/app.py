@@ -443,7 +443,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def keep_page(request: Request, response: Response) -> Response:
         if response.status_code == 200 and request.method == "GET":
             route = getattr(request.scope.get("route"), "path", None) or request.url.path
-            rendered.keep(request.scope["path"], request.scope.get("query_string", b""), bytes(response.body), response.headers.get("content-type", response.media_type), route)
+            media_type = response.headers.get("content-type", response.media_type)
+            if media_type is not None:  # a page with no content type is not kept (never the case for ours)
+                rendered.keep(request.scope["path"], request.scope.get("query_string", b""), bytes(response.body), media_type, route)
         return response
 
     stored_permalinks: set[str] = set()  # ids this process has stored (or found stored): no database write again
@@ -526,7 +528,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def paste_form():
         return HTMLResponse(pages.env().get_template("paste.html").render(base="", fields=pages.form_fields({}), config_text="", error=None))
 
-    _paste_form = {
+    _paste_form: dict[str, Any] = {
         "type": "object",
         "required": ["config"],
         "properties": {"config": {"type": "string", "description": "The config.json text"}},
@@ -626,9 +628,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         else:
             if body.revision is not None:
                 raise ApiError(422, "invalid", "revision applies to a model id, not to a config", "revision")
-            check_config(body.config)
-            pid = await keep_permalink(body.config, values)
-            res = await service().paste_report(pid, body.config, values)
+            config = body.config
+            assert config is not None  # exactly one of model and config, checked above
+            check_config(config)
+            pid = await keep_permalink(config, values)
+            res = await service().paste_report(pid, config, values)
             note_cache(request, res.cache)
             headers = {"X-Neurarch-Cache": res.cache, "Link": f'</p/{pid}>; rel="permalink"'}
         return Response(res.json, media_type="application/json", headers=headers)  # type: ignore[return-value]

@@ -77,6 +77,8 @@ def _index(engine) -> list[dict]:
     out = []
     for name, source in names:
         h = storage.stored_history(name, source, engine=engine)
+        if h is None:  # untracked between the two reads
+            continue
         out.append({"repo": name, "source": source, "revisions": len(h.revisions), "changes": len(h.changes), "latest": h.changes[0].summary if h.changes else "—"})
     return out
 

@@ -146,9 +146,9 @@ _PY = {"int": int, "float": float, "bool": bool, "str": str, "list[str]": list[s
 @functools.lru_cache(maxsize=1)
 def model() -> type[BaseModel]:
     """The strict pydantic model of the options (the API body's ``options``)."""
-    spec = {}
+    spec: dict[str, Any] = {}
     for f in fields():
-        tp = _PY[f.kind]
+        tp: Any = _PY[f.kind]
         if f.optional:
             tp = Optional[tp]
         spec[f.name] = (tp, Field(default=f.default, description=f.help or None))
@@ -180,7 +180,7 @@ def from_query(items: list[tuple[str, str]]) -> dict:
                 out.setdefault(key, {} if f.kind == "dict" else [])
             continue
         if f.kind in ("list[str]", "list[int]"):
-            parts = [p.strip() for p in raw.split(",") if p.strip()]
+            parts: list[Any] = [p.strip() for p in raw.split(",") if p.strip()]
             if f.kind == "list[int]":
                 try:
                     parts = [int(p) for p in parts]

@@ -147,8 +147,9 @@ class Pool:
         """Start every worker and wait until each has done its imports."""
         loop = asyncio.get_running_loop()
         self._queue = asyncio.Queue(maxsize=self.queue_size)
-        self.workers = [_Worker(self._ctx, self.env, self._test_jobs) for _ in range(self.size)]
-        await asyncio.gather(*(loop.run_in_executor(self._threads, w.wait_ready) for w in self.workers))
+        started = [_Worker(self._ctx, self.env, self._test_jobs) for _ in range(self.size)]
+        self.workers = list(started)
+        await asyncio.gather(*(loop.run_in_executor(self._threads, w.wait_ready) for w in started))
         self._slots = [asyncio.create_task(self._slot(i)) for i in range(self.size)]
 
     async def close(self) -> None:

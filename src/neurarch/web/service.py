@@ -61,11 +61,11 @@ class Service:
             report, text = self._parsed[key]
             self._parsed.move_to_end(key)
             return Result(report, text, "hit", key)
-        text = await run_in_threadpool(store.get_report, self.engine, key)
-        if text is not None:
-            report = Report.model_validate_json(text)
-            self._remember(key, report, text)
-            return Result(report, text, "hit", key)
+        stored = await run_in_threadpool(store.get_report, self.engine, key)
+        if stored is not None:
+            report = Report.model_validate_json(stored)
+            self._remember(key, report, stored)
+            return Result(report, stored, "hit", key)
         waiting = self._inflight.get(key)
         if waiting is not None:
             report, text = await asyncio.shield(waiting)

@@ -22,7 +22,10 @@ def run_offline() -> None:
 def run_online() -> None:
     connection = config.attributes.get("connection")
     if connection is None:  # the `alembic` command line: open the URL from the config
-        engine = create_engine(config.get_main_option("sqlalchemy.url"))
+        url = config.get_main_option("sqlalchemy.url")
+        if not url:
+            raise SystemExit("alembic: the config names no sqlalchemy.url (the database to migrate)")
+        engine = create_engine(url)
         with engine.begin() as connection:
             context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
             with context.begin_transaction():
