@@ -47,6 +47,7 @@ import time
 import warnings
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = [
@@ -292,9 +293,20 @@ def run_one(model_type: str, timeout: int) -> dict:
 
 def row_of(rec, limit_s: float) -> dict:
     """A sweep record as a CSV row: the job's row, or, for a type killed or crashed, how far it got."""
+    return record_row(rec, limit_s, _new_row)
+
+
+# --------------------------------------------------------------------------
+# Shared with plan_coverage.py: sweep records as rows, the sweep, the report's frame.
+# --------------------------------------------------------------------------
+
+
+def record_row(rec, limit_s: float, new_row: Callable[[str], dict]) -> dict:
+    """A sweep record as a CSV row: the job's row, or, for a type killed or crashed, the row as it
+    stood (its last progress report, else ``new_row(type)``) with how it ended."""
     if rec.ok:
         return rec.value
-    row = dict(rec.progress) if isinstance(rec.progress, dict) else _new_row(rec.key)
+    row = dict(rec.progress) if isinstance(rec.progress, dict) else new_row(rec.key)
     if rec.status == "crash":
         row["stage"], row["error"] = "crash", f"WorkerCrash: {(rec.stderr_tail[-1] if rec.stderr_tail else f'exit code {rec.exit_code}')[:300]}"
     elif rec.status in ("hang", "timeout"):
@@ -305,6 +317,84 @@ def row_of(rec, limit_s: float) -> dict:
         row["stage"], row["error"] = row.get("stage") or "other", rec.error
     row["seconds"] = round(rec.seconds, 2)
     return row
+
+
+def sweep_rows(
+    types: list[str],
+    job: Callable[[str], dict],
+    *,
+    limit_s: float,
+    grace_s: float,
+    jobs: int,
+    preload: tuple[str, ...],
+    to_row: Callable[[object, float], dict],
+    print_row: Callable[[dict], None] | None,
+    results: str | None,
+    prefix: str,
+) -> list[dict]:
+    """Every type once, ``jobs`` at a time, each in its own process (``neurarch.sweep``); the rows in ``types``' order.
+
+    ``to_row(record, seconds until a hang is killed)`` makes each row; ``print_row``, when given, prints each
+    as it finishes.  ``results``: the sweep's JSON-lines file, kept so that a second run skips the types it
+    holds; by default a temporary file (named ``prefix``...), removed at the end.
+    """
+    from neurarch.sweep import run_sweep
+
+    tmp = None
+    if results is None:
+        fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix=prefix)
+        os.close(fd)
+    try:
+        records = run_sweep(
+            types,
+            job=job,
+            results_path=results or tmp,
+            time_limit_s=limit_s,
+            grace_s=grace_s,
+            memory_limit_bytes=MEMORY_LIMIT_BYTES,
+            workers=max(jobs, 1),
+            preload=preload,
+            on_record=(lambda r: print_row(to_row(r, limit_s + grace_s))) if print_row is not None else None,
+        )
+    finally:
+        if tmp:
+            os.unlink(tmp)
+    return [to_row(r, limit_s + grace_s) for r in records]
+
+
+def write_csv(path: Path, fields: list[str], rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def run_section(command: str, seconds: float, limit: str) -> list[str]:
+    """The report's "Run" section: date, machine, library versions, the command (as Markdown), wall time, time limit."""
+    import torch
+    import transformers
+
+    return [
+        "## Run",
+        "",
+        f"* date: {_dt.date.today().isoformat()}",
+        f"* machine: {platform.machine()}, {os.cpu_count()} CPUs (nproc), Python {platform.python_version()}",
+        f"* torch {torch.__version__}, transformers {transformers.__version__}",
+        f"* command: {command}",
+        f"* wall time: {seconds / 60:.1f} min",
+        f"* time limit: {limit}",
+        "",
+    ]
+
+
+def slowest_section(rows: list[dict], columns: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """The ten slowest types, with their seconds and more ``columns`` ((title, row field) each)."""
+    slow = sorted((r for r in rows if isinstance(r["seconds"], (int, float))), key=lambda r: -r["seconds"])[:10]
+    lines = ["## Slowest", "", "| model type | seconds |" + "".join(f" {title} |" for title, _ in columns), "|---|---:|" + "---:|" * len(columns)]
+    lines.extend(f"| {r['model_type']} | {r['seconds']} |" + "".join(f" {r[field]} |" for _, field in columns) for r in slow)
+    lines.append("")
+    return lines
 
 
 # --------------------------------------------------------------------------
@@ -324,29 +414,9 @@ def run_all(types: list[str], timeout: int, verbose: bool, jobs: int = 1, result
     ``results``: the sweep's JSON-lines file, kept so that a second run skips the
     types it holds; by default a temporary file, removed at the end.
     """
-    from neurarch.sweep import run_sweep
-
     limit = timeout + REAL_CHECK_SECONDS + 10  # the main work, the real check, the row
-    tmp = None
-    if results is None:
-        fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix="coverage-")
-        os.close(fd)
-    try:
-        records = run_sweep(
-            types,
-            job=functools.partial(run_one, timeout=timeout),
-            results_path=results or tmp,
-            time_limit_s=limit,
-            grace_s=HANG_GRACE,
-            memory_limit_bytes=MEMORY_LIMIT_BYTES,
-            workers=max(jobs, 1),
-            preload=PRELOAD,
-            on_record=(lambda r: _print_row(row_of(r, limit + HANG_GRACE))) if verbose else None,
-        )
-    finally:
-        if tmp:
-            os.unlink(tmp)
-    return [row_of(r, limit + HANG_GRACE) for r in records]
+    job = functools.partial(run_one, timeout=timeout)
+    return sweep_rows(types, job, limit_s=limit, grace_s=HANG_GRACE, jobs=jobs, preload=PRELOAD, to_row=row_of, print_row=_print_row if verbose else None, results=results, prefix="coverage-")
 
 
 def _print_row(row: dict) -> None:
@@ -388,14 +458,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, timeout: int = DEFAULT_TIMEOUT) -> str:
-    import torch
-    import transformers
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "coverage.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out_dir / "coverage.csv", FIELDS, rows)
 
     n_all = len(rows)
     with_class = [r for r in rows if r["model_class"]]
@@ -423,15 +486,7 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
         "forward + backward on fake tensors) and neurarch's `count_graph(model).parameters` is compared with",
         "the reference.",
         "",
-        "## Run",
-        "",
-        f"* date: {_dt.date.today().isoformat()}",
-        f"* machine: {platform.machine()}, {os.cpu_count()} CPUs (nproc), Python {platform.python_version()}",
-        f"* torch {torch.__version__}, transformers {transformers.__version__}",
-        f"* command: `{command}`",
-        f"* wall time: {seconds / 60:.1f} min",
-        f"* time limit: {timeout} s per model type (build, trace forward + backward, count), past which it counts as a failure",
-        "",
+        *run_section(f"`{command}`", seconds, f"{timeout} s per model type (build, trace forward + backward, count), past which it counts as a failure"),
         "## Rates",
         "",
         f"**Of {len(meta)} model types that build on meta, {_pct(len(both), len(meta))} trace forward+backward, {_pct(len(eq), len(meta))} count-equal.**",
@@ -488,10 +543,7 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
     no_meta = [dict(r, stage="meta build", error=r["ref_error"]) for r in no_meta]
     group(no_meta, "Types whose plain meta build fails (not counted)")
 
-    slow = sorted((r for r in rows if isinstance(r["seconds"], (int, float))), key=lambda r: -r["seconds"])[:10]
-    lines.extend(["## Slowest", "", "| model type | seconds |", "|---|---:|"])
-    lines.extend(f"| {r['model_type']} | {r['seconds']} |" for r in slow)
-    lines.append("")
+    lines.extend(slowest_section(rows))
     text = "\n".join(lines)
     (out_dir / "coverage.md").write_text(text)
     return text

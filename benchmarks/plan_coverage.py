@@ -45,14 +45,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as _dt
 import functools
 import importlib.util
 import os
-import platform
 import re
 import sys
-import tempfile
 import time
 import warnings
 from collections import defaultdict
@@ -238,8 +235,7 @@ def run_one(model_type: str, timeout: int, layers: int) -> dict:
 
     logging.disable(logging.WARNING)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    row = {k: "" for k in FIELDS}
-    row["model_type"] = model_type
+    row = _new_row(model_type)
     t0 = time.perf_counter()
     try:
         with deadline(timeout), warnings.catch_warnings():
@@ -254,25 +250,17 @@ def run_one(model_type: str, timeout: int, layers: int) -> dict:
     return row
 
 
+def _new_row(model_type: str) -> dict:
+    row = {k: "" for k in FIELDS}
+    row["model_type"] = model_type
+    return row
+
+
 def row_of(rec, limit_s: float) -> dict:
-    """A sweep record as a CSV row: the job's row, or, for a type killed or crashed, the modes it finished."""
-    if rec.ok:
-        return rec.value
-    if isinstance(rec.progress, dict):  # the row as it stood when its last mode began
-        row = dict(rec.progress)
-    else:
-        row = {k: "" for k in FIELDS}
-        row["model_type"] = rec.key
-    if rec.status == "crash":
-        row["stage"], row["error"] = "crash", f"WorkerCrash: {(rec.stderr_tail[-1] if rec.stderr_tail else f'exit code {rec.exit_code}')[:300]}"
-    elif rec.status in ("hang", "timeout"):
-        row["stage"], row["error"] = "hang", f"WorkerHang: no answer {limit_s:g} s after it started"
-    elif rec.status == "memory":
-        row["stage"], row["error"] = "memory", rec.error
-    else:  # the job raised past its own handlers
-        row["stage"], row["error"] = row.get("stage") or "other", rec.error
-    row["seconds"] = round(rec.seconds, 2)
-    return _fail_the_rest(row)
+    """A sweep record as a CSV row: the job's row, or, for a type killed or crashed, the modes it
+    finished (the row as it stood when its last mode began) and the rest failed."""
+    row = cov.record_row(rec, limit_s, _new_row)
+    return row if rec.ok else _fail_the_rest(row)
 
 
 # --------------------------------------------------------------------------
@@ -291,29 +279,9 @@ def run_all(types: list[str], timeout: int, layers: int, verbose: bool, jobs: in
     ``results``: the sweep's JSON-lines file, kept so that a second run skips the
     types it holds; by default a temporary file, removed at the end.
     """
-    from neurarch.sweep import run_sweep
-
     limit, grace = timeout + 5, HANG_GRACE - 5  # the row's own "Timeout" first; killed HANG_GRACE s past the limit
-    tmp = None
-    if results is None:
-        fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix="plan-coverage-")
-        os.close(fd)
-    try:
-        records = run_sweep(
-            types,
-            job=functools.partial(run_one, timeout=timeout, layers=layers),
-            results_path=results or tmp,
-            time_limit_s=limit,
-            grace_s=grace,
-            memory_limit_bytes=cov.MEMORY_LIMIT_BYTES,
-            workers=max(jobs, 1),
-            preload=PRELOAD,
-            on_record=(lambda r: _print_row(row_of(r, limit + grace))) if verbose else None,
-        )
-    finally:
-        if tmp:
-            os.unlink(tmp)
-    return [row_of(r, limit + grace) for r in records]
+    job = functools.partial(run_one, timeout=timeout, layers=layers)
+    return cov.sweep_rows(types, job, limit_s=limit, grace_s=grace, jobs=jobs, preload=PRELOAD, to_row=row_of, print_row=_print_row if verbose else None, results=results, prefix="plan-coverage-")
 
 
 def _print_row(row: dict) -> None:
@@ -343,14 +311,7 @@ def _read_rows(path: Path) -> list[dict]:
 
 
 def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, timeout: int, layers: int) -> str:
-    import torch
-    import transformers
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "plan_coverage.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(rows)
+    cov.write_csv(out_dir / "plan_coverage.csv", FIELDS, rows)
 
     n = len(rows)
     count = {m: {s: sum(r[m] == s for r in rows) for s in (OK, NA, ERROR)} for m in MODES}
@@ -377,15 +338,7 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
             else ""
         ),
         "",
-        "## Run",
-        "",
-        f"* date: {_dt.date.today().isoformat()}",
-        f"* machine: {platform.machine()}, {os.cpu_count()} CPUs (nproc), Python {platform.python_version()}",
-        f"* torch {torch.__version__}, transformers {transformers.__version__}",
-        f"* command: {command}",
-        f"* wall time: {seconds / 60:.1f} min",
-        f"* time limit: {timeout} s per model type (build, inputs and the three modes together), past which the modes not yet simulated count as failures",
-        "",
+        *cov.run_section(command, seconds, f"{timeout} s per model type (build, inputs and the three modes together), past which the modes not yet simulated count as failures"),
         "## Rates",
         "",
         f"**Of {n} types neurarch traces, {rate['full']} simulate a full fine-tuning step, {rate['lora']} LoRA, {rate['inference']} inference.**",
@@ -426,10 +379,7 @@ def write_report(rows: list[dict], out_dir: Path, seconds: float, command: str, 
     group(ERROR, "Failures by cause")
     group(NA, "Not applicable (n/a), by cause")
 
-    slow = sorted((r for r in rows if isinstance(r["seconds"], (int, float))), key=lambda r: -r["seconds"])[:10]
-    lines.extend(["## Slowest", "", "| model type | seconds | " + " | ".join(MODES) + " |", "|---|---:|" + "---:|" * len(MODES)])
-    lines.extend(f"| {r['model_type']} | {r['seconds']} | " + " | ".join(str(r[f"{m}_seconds"]) for m in MODES) + " |" for r in slow)
-    lines.append("")
+    lines.extend(cov.slowest_section(rows, tuple((m, f"{m}_seconds") for m in MODES)))
     text = "\n".join(lines)
     (out_dir / "plan_coverage.md").write_text(text)
     return text
