@@ -56,7 +56,9 @@ class MemoryAssumptions(ReportModel):
     grad_checkpointing: bool
     grad_accumulation: int = Field(1, description="Micro-batches per optimizer step (the Trainer's gradient_accumulation_steps); batch is the micro-batch.")
     grad_checkpointing_reentrant: bool = Field(False, description="Gradient checkpointing with use_reentrant=True (torch's CheckpointFunction) instead of transformers' default use_reentrant=False.")
-    zero_grad_set_to_none: bool = Field(True, description="optimizer.zero_grad(set_to_none=...): true frees the gradients after each step (torch 2's default); false keeps them, zeroed, through the next step (torch 1.x).")
+    zero_grad_set_to_none: bool = Field(
+        True, description="optimizer.zero_grad(set_to_none=...): true frees the gradients after each step (torch 2's default); false keeps them, zeroed, through the next step (torch 1.x)."
+    )
     headroom: float = Field(description="A card fits a batch when peak_bytes x headroom <= its memory.")
     batch: int
     context_len: Optional[int] = None
