@@ -75,6 +75,11 @@ def test_the_report_states_the_recipe_options(model):
     assert out.returncode == 0, out.stderr
     a = json.loads(out.stdout)["memory"]["assumptions"]
     assert a["grad_checkpointing"] is True and a["grad_checkpointing_reentrant"] is True and a["zero_grad_set_to_none"] is False
+    from neurarch.render import render
+    from neurarch.report import Report
+
+    text = " ".join(render(Report.model_validate_json(out.stdout), "text", color=False).split())  # unwrapped
+    assert "gradient checkpointing (reentrant)" in text and "gradients kept between steps (zero_grad(set_to_none=False))" in text
     default = json.loads(_cli(model, "--plan", "--modes", "full", "--seq-len", "32", "--no-verify", "--format", "json").stdout)["memory"]["assumptions"]
     assert default["grad_checkpointing_reentrant"] is False and default["zero_grad_set_to_none"] is True
 

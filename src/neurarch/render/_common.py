@@ -178,6 +178,8 @@ def memory_summary(report: Report) -> list[str]:
         lines.append(
             f"Batch {a.batch}, {a.precision}, optimizer {a.optimizer}, {lora}"
             + (", gradient checkpointing" if a.grad_checkpointing else "")
+            + (" (reentrant)" if a.grad_checkpointing_reentrant else "")
+            + (", gradients kept between steps (zero_grad(set_to_none=False))" if not a.zero_grad_set_to_none else "")
             + (f", {a.grad_accumulation} micro-batches per optimizer step" if a.grad_accumulation > 1 else "")
             + f"; a card fits when peak x {a.headroom:g} <= its memory. {a.method}."
         )
