@@ -6,7 +6,7 @@ import argparse
 
 from ..options import ADAPTER_DTYPES, ATTENTIONS, MODES, TASKS
 from .common import write
-from .trace import recipe_args
+from .trace import _true_false, recipe_args
 
 
 def run(argv: list[str]) -> int:
@@ -20,6 +20,8 @@ def run(argv: list[str]) -> int:
     p.add_argument("--optimizer", default="adamw")
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--grad-checkpointing-reentrant", action="store_true", help='with --grad-checkpointing: gradient_checkpointing_kwargs={"use_reentrant": True}')
+    p.add_argument("--zero-grad-set-to-none", type=_true_false, default=True, metavar="{true,false}", help="false keeps the gradients, zeroed, between steps (torch 1.x's zero_grad())")
     p.add_argument("--grad-accumulation", type=int, default=1, metavar="N")
     p.add_argument("--lora-targets", metavar="NAMES", help="peft target_modules, e.g. q_proj,v_proj (default: all-linear)")
     p.add_argument("--lora-dropout", type=float, default=0.0)
@@ -52,6 +54,8 @@ def run(argv: list[str]) -> int:
         optimizer=args.optimizer,
         lora_rank=args.lora_rank,
         grad_checkpointing=args.grad_checkpointing,
+        grad_checkpointing_reentrant=args.grad_checkpointing_reentrant,
+        zero_grad_set_to_none=args.zero_grad_set_to_none,
         device=args.device,
         steps=args.steps,
         trust_remote_code=args.trust_remote_code,
