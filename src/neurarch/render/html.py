@@ -165,18 +165,8 @@ def _warnings(report: Report) -> list[str]:
     return ["<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in report.warnings) + "</ul>"] if report.warnings else []
 
 
-RENDERERS = {
-    "header": _header,
-    "parameters": _parameters,
-    "layers": _layers,
-    "memory": _memory,
-    "cards": _cards,
-    "multi_gpu": _multi_gpu,
-    "cost": _cost,
-    "verifier": _verifier,
-    "errors": _errors,
-    "warnings": _warnings,
-}
+# One function per section, named after it: a section added to SECTIONS without one fails at import.
+RENDERERS = {name: globals()[f"_{name}"] for name in SECTIONS}
 
 
 def render_html(report: Report) -> str:

@@ -126,18 +126,8 @@ def _warnings(report: Report, max_rows) -> list[str]:
     return ["", "## Warnings", ""] + [f"- {_esc(w)}" for w in report.warnings] if report.warnings else []
 
 
-RENDERERS = {
-    "header": _header,
-    "parameters": _parameters,
-    "layers": _layers,
-    "memory": _memory,
-    "cards": _cards,
-    "multi_gpu": _multi_gpu,
-    "cost": _cost,
-    "verifier": _verifier,
-    "errors": _errors,
-    "warnings": _warnings,
-}
+# One function per section, named after it: a section added to SECTIONS without one fails at import.
+RENDERERS = {name: globals()[f"_{name}"] for name in SECTIONS}
 
 
 def render_markdown(report: Report, *, max_rows: int | None = None) -> str:

@@ -207,18 +207,8 @@ def _warnings(con: Console, report: Report, max_rows) -> None:
         _para(con, f"warning: {w}", style="yellow")
 
 
-RENDERERS = {
-    "header": _header,
-    "parameters": _parameters,
-    "layers": _layers,
-    "memory": _memory,
-    "cards": _cards,
-    "multi_gpu": _multi_gpu,
-    "cost": _cost,
-    "verifier": _verifier,
-    "errors": _errors,
-    "warnings": _warnings,
-}
+# One function per section, named after it: a section added to SECTIONS without one fails at import.
+RENDERERS = {name: globals()[f"_{name}"] for name in SECTIONS}
 
 
 def render_text(report: Report, *, max_rows: int | None = None, color: bool = False, width: int | None = None) -> str:
