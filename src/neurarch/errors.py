@@ -21,6 +21,17 @@ def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def first_line(text: str, limit: int = 300) -> str:
+    """The first non-empty line of ``text``, cut to ``limit`` characters.
+
+    How a report names the error of a section that failed: the type and the
+    message's headline (the lines after it are a library's detail or traceback).
+    """
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    line = lines[0] if lines else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 class NeurarchError(Exception):
     """Base class: a problem with the user's input or environment, not a bug.
 

@@ -48,7 +48,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .errors import NeurarchError
+from .errors import NeurarchError, first_line
 from .options import DEFAULT_HEADROOM, OPTIMIZER_IMPLEMENTATIONS, CostOptions, Options
 from .report import Report
 
@@ -104,15 +104,9 @@ def cards_for(c: CostOptions):
     return cards, head
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
-    line = lines[0] if lines else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def error_line(e: BaseException) -> str:
     """``Type: first line of the message``: how a failed section reports its error."""
-    return one_line(f"{type(e).__name__}: {e}") if str(e).strip() else type(e).__name__
+    return first_line(f"{type(e).__name__}: {e}") if str(e).strip() else type(e).__name__
 
 
 def multi_gpu(cards, multi, largest_layer_bytes: int, headroom: float) -> list:
@@ -140,7 +134,7 @@ def assemble(results: dict, input_batch: int, opts: Options, cards, structure, e
         if ok:
             work = value
         else:  # the cost section fails on its own; the memory plan stands
-            errors["cost"] = one_line(f"counting the step's work failed: {value[0]}: {value[1]}")
+            errors["cost"] = first_line(f"counting the step's work failed: {value[0]}: {value[1]}")
     if p is None:
         return None, [], [], work
     section = MemorySection(

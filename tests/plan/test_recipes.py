@@ -202,13 +202,13 @@ def test_fp32_moe_plan_has_its_cost(tmp_path, capsys):
 
 
 def test_a_failing_cost_section_leaves_the_memory_plan(tmp_path, capsys, monkeypatch):
-    import neurarch.cost as cost
+    import neurarch.cost.price as price
     from neurarch.cli import main
 
     def broken(*a, **k):
         raise RuntimeError("the roofline broke\nsecond line")
 
-    monkeypatch.setattr(cost, "estimate", broken)
+    monkeypatch.setattr(price, "estimate", broken)
     (tmp_path / "config.json").write_text(json.dumps(LLAMA))
     rc = main([str(tmp_path), "--plan", "--modes", "inference", "--seq-len", "16", "--format", "json"])
     out = json.loads(capsys.readouterr().out)
