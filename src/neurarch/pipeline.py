@@ -16,14 +16,11 @@ import sys
 import threading
 
 from . import __version__, warm
-from .build import build
 from .errors import TraceTimeout
-from .inputs import plan_inputs
-from .inputs.work import check_plan
+from .inputs.prepare import prepare, resolve_spec
 from .options import DEFAULT_PLAN_TIMEOUT_S, DEFAULT_TIMEOUT_S, CostOptions, InputOptions, Options, PlanOptions  # noqa: F401  (re-exported)
 from .plan.fit import ModeResult
 from .report import InputInfo, InputTensor, ModelInfo, PassResult, Report
-from .sources import resolve
 from .trace import trace
 from .trace.counts import build_params
 from .trace.structure import build_structure
@@ -276,45 +273,6 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
     return Jobs({n: jobs[n] for n in order})
 
 
-def _attention_of(model) -> str | None:
-    cfg = getattr(model, "config", None)
-    return getattr(cfg, "_attn_implementation", None) if cfg is not None else None
-
-
-def _plan_model(built, source, opts: Options):
-    """The model the plan and the cost simulate, and (attention, why, class).
-
-    The trace and the checkpoint comparison keep the published architecture
-    with transformers' default attention on CUDA (SDPA where the class has it);
-    ``--task`` and ``--attn-implementation`` build the recipe's model beside it.
-    """
-    from .build import build_from_config
-    from .errors import InputError
-
-    p = opts.plan
-    task = p.task if p is not None else None
-    want = p.attn_implementation if p is not None else None
-    trained = built
-    if built.config is not None and source.config is not None and (task is not None or want not in (None, "sdpa", "flash_attention_2")):
-        trained = build_from_config(source.config, source.id, attn_implementation="eager" if want == "eager" else "sdpa", task=task, num_labels=p.num_labels, strict_attention=want is not None)
-    elif built.config is None and (task is not None or want is not None):
-        raise InputError("--task and --attn-implementation apply to transformers models only")
-    used = _attention_of(trained.model)
-    if want is None:
-        how = ("what transformers picks on a CUDA card" + ("" if used == "sdpa" else ": this class has no SDPA path")) if used else ""
-    elif want == "flash_attention_2":
-        if not getattr(type(trained.model), "_supports_flash_attn", False):
-            raise InputError(f"{trained.model_class} does not support flash_attention_2 in transformers")
-        if used != "sdpa":
-            raise InputError(f"{trained.model_class} has no SDPA path to model flash_attention_2 on")
-        used, how = "flash_attention_2", ("--attn-implementation flash_attention_2, simulated with CUDA's flash kernel (the flash-attn package itself needs CUDA to install)")
-    else:
-        if used != want:
-            raise InputError(f"{trained.model_class} cannot run attn_implementation={want!r} (it runs {used!r})")
-        how = f"--attn-implementation {want}"
-    return trained, (used, how, trained.model_class)
-
-
 def analyze(spec: str, options: Options | None = None) -> Report:
     """Resolve, build and trace a model; return its report.
 
@@ -332,16 +290,12 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         cards, head = warm.cards_for(opts.priced)
         # The run this report prices, with the headline card's canonical name: a new value, the caller's stays as it was.
         opts = dataclasses.replace(opts, cost=dataclasses.replace(opts.priced, card=head))
-    source = resolve(spec, revision=opts.revision, trust_remote_code=opts.trust_remote_code, offline=opts.offline)
+    source = resolve_spec(spec, opts)
     keep = None
     with _time_limit(opts.time_limit_s, f"tracing {source.id}"), _library_logs() as library_warnings:
-        built = build(source)
-        plan = plan_inputs(built.model, built.config, opts.inputs, source.default_input_shape)
         want_jobs = opts.plan is not None or opts.cost is not None
-        trained, attention = _plan_model(built, source, opts) if want_jobs else (built, (None, "", None))
-        if attention[0] == "eager" and _attention_of(built.model) != "eager":
-            # the recipe's eager model keeps the attention scores: bound them before anything runs
-            check_plan(plan, trained.config, opts.inputs, attention="eager")
+        prepared = prepare(source, opts, recipe=want_jobs)  # build, plan the inputs, the recipe's model (and its eager bound)
+        built, plan, trained, attention = prepared.built, prepared.plan, prepared.trained, prepared.attention
         jobs = None
         section_errors: dict[str, str] = {}
         try:

@@ -161,9 +161,9 @@ def test_an_absurd_image_size_is_refused_before_the_trace(capsys, monkeypatch):
 
 
 def test_an_option_past_its_own_bound_is_refused_before_anything_is_built(capsys, monkeypatch):
-    import neurarch.pipeline
+    import neurarch.inputs.prepare
 
-    monkeypatch.setattr(neurarch.pipeline, "build", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
+    monkeypatch.setattr(neurarch.inputs.prepare, "build", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
     err = _cli_refuses(capsys, monkeypatch, "gpt2", "--seq-len", str(2**22 + 1))
     assert "--seq-len" in err and "4,194,304" in err, err
 
