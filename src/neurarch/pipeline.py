@@ -246,7 +246,7 @@ def _count_job(built, opts: Options, default_shape):
     from torch._subclasses.fake_tensor import FakeTensor
 
     from .cost import count_step
-    from .trace.fake import new_mode, to_fake
+    from .fake.tensors import new_mode, to_fake
 
     if not any(isinstance(p, FakeTensor) for p in built.model.parameters()):
         to_fake(built.model, new_mode())

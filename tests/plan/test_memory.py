@@ -237,7 +237,7 @@ def test_cuda_attention_with_a_narrower_value_head_keeps_its_width():
     # size, so another kernel runs; the output has v's width, as SDPA documents (..., L, Ev).
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from neurarch.plan.semantics import CudaKernels
+    from neurarch.fake.cuda import CudaKernels
 
     with FakeTensorMode(), CudaKernels():
         q = torch.empty(1, 4, 16, 192, dtype=torch.bfloat16)
@@ -315,7 +315,7 @@ def test_speech_with_layerdrop_and_specaugment_defaults_matches():
 def test_training_without_cache_builds_no_mask(use_cache):
     # Without a cache transformers checks the position ids for packed sequences;
     # a fake tensor cannot be read, so it would assume packing and build a mask
-    # per layer that the real step never makes (see fakefix.unpacked_sequences).
+    # per layer that the real step never makes (see fake.gaps.unpacked_sequences).
     built = _built(LLAMA)
     plan = plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=64))
     plan.kwargs = {"use_cache": use_cache}

@@ -23,11 +23,11 @@ from collections import Counter
 
 from torch import nn
 
+from ..fake.tensors import ValueMode, needs_value
 from ..inputs import InputOptions, InputPlan, plan_inputs
 from ..options import PRECISIONS  # noqa: F401  (re-exported)
 from ..plan.depth import cut, stack_of
 from ..plan.train import label_specs
-from ..trace.fake import ValueMode, needs_value
 from ..trace.loss import loss_of
 from .counter import OpCounter
 from .price import (  # noqa: F401  (the pricing, torch-free, re-exported here)
@@ -68,7 +68,7 @@ def _count(model: nn.Module, plan: InputPlan, float_bytes: int, cfg=None) -> OpC
 
 
 def _count_once(model: nn.Module, plan: InputPlan, float_bytes: int, cfg, mode, values) -> OpCounter:
-    from ..plan.fakefix import FakeGaps
+    from ..fake.gaps import FakeGaps
 
     shapes = frozenset(tuple(p.shape) for p in model.parameters() if p.dim() == 2)
     counter = OpCounter(float_bytes=float_bytes, weight_shapes=shapes)

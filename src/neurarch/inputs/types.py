@@ -139,7 +139,7 @@ class InputPlan:
         """Materialise the inputs (and the non-tensor ``kwargs``), ready for ``model(**inputs)``.
 
         Call under FakeTensorMode.  With ``values`` (a
-        :class:`neurarch.trace.fake.ValueMode`), small inputs are created real
+        :class:`neurarch.fake.tensors.ValueMode`), small inputs are created real
         and registered, so code that reads their values (token counts, grids)
         runs; large ones stay fake.  Without it every input is fake.
         """

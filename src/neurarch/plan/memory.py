@@ -24,7 +24,7 @@ section, adding the CUDA overhead of :mod:`neurarch.plan.overhead`;
 from these simulations at several batches.
 
 ``device="cuda"`` (the default) follows CUDA's kernel choices where they keep
-different tensors (:mod:`neurarch.plan.semantics`, multi-tensor optimizers);
+different tensors (:mod:`neurarch.fake.cuda`, multi-tensor optimizers);
 ``device="cpu"`` follows CPU's, which is what the CPU measurement checks.
 """
 

@@ -23,12 +23,12 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from ..build import BuiltModel
+from ..fake.cuda import CudaKernels
+from ..fake.gaps import FakeGaps, unpacked_sequences
+from ..fake.tensors import needs_value
 from ..inputs import InputPlan
-from ..trace.fake import needs_value
 from .curve import Curve  # noqa: F401  (the planner's public name)
-from .fakefix import FakeGaps, unpacked_sequences
 from .overhead import cuda_round
-from .semantics import CudaKernels
 from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, LiveTracker
 from .train import Observer, PlanOptionError, TrainSetup, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
 
@@ -293,14 +293,14 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     tensors, and count as weights from the start.
 
     ``values``: run the step under the tracer's value-tracking mode
-    (:class:`neurarch.trace.fake.ValueMode`) with ``guess=False``: small
+    (:class:`neurarch.fake.tensors.ValueMode`) with ``guess=False``: small
     inputs (token ids, masks, grids) are real, ops on them are computed for
     real, so code that reads a value runs; a value that would depend on the
     weights is an error, never a guess.  That mode keeps no op's arguments, so
     lifetimes are what they would be.  ``watch.values`` hands it to ``body``
     for :func:`~neurarch.plan.train.make_batch`.
     """
-    from ..trace.fake import VALUE_LIMIT, ValueMode, quiet_fake_logs
+    from ..fake.tensors import VALUE_LIMIT, ValueMode, quiet_fake_logs
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     _to_fake(model, mode)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..fake.tensors import ValueMode, new_mode, quiet_fake_logs, to_fake
 from ..inputs import InputPlan
-from .fake import ValueMode, new_mode, quiet_fake_logs, to_fake
 from .loss import loss_of
 from .recorder import FunctionalOps, Recorder, first_tensor
 

@@ -68,7 +68,7 @@ def _recompute_under_forward_modes():
     Autograd does not carry Python torch-function modes into backward, where a
     non-reentrant checkpoint recomputes its block.  On a device that changes
     nothing; in the simulator the recomputation would otherwise skip
-    :class:`~neurarch.plan.semantics.CudaKernels` (CUDA's attention and
+    :class:`~neurarch.fake.cuda.CudaKernels` (CUDA's attention and
     dropout kernels), save other tensors than the forward pass did, and
     torch's checkpoint refuses that ("A different number of tensors was saved
     during the original forward and recomputation").

@@ -1,0 +1,14 @@
+"""Fake-tensor mechanics, in one place: what lets the real module run without weights.
+
+* :mod:`.tensors` — a model's meta parameters and buffers made fake
+  (:func:`~.tensors.to_fake`), a fresh ``FakeTensorMode`` (:func:`~.tensors.new_mode`),
+  and :class:`~.tensors.ValueMode`, which computes the few values a forward
+  needs from its inputs (token ids, masks, grids) instead of guessing them.
+* :mod:`.cuda` — :class:`~.cuda.CudaKernels`: CUDA's kernel choices (dropout,
+  attention, autocast) followed while simulating on fake CPU tensors.
+* :mod:`.gaps` — :class:`~.gaps.FakeGaps`: the few ops whose meta kernels
+  refuse what real kernels accept, answered with the real kernel's output shape;
+  and the fix for transformers' unpacked sequences on fake tensors.
+
+The trace, the memory planner and the cost count all import from here.
+"""
