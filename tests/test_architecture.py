@@ -27,6 +27,7 @@ STAGES = {
     "neurarch.report": 0,
     "neurarch.introspect": 0,
     "neurarch.supervise": 0,
+    "neurarch.jobs": 0,
     "neurarch.cards": 0,
     "neurarch.data": 0,
     "neurarch.catalog": 0,

@@ -7,188 +7,18 @@ same :class:`~neurarch.report.Report`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
-import os
-import signal
-import sys
-import threading
 
 from . import __version__, warm
-from .errors import TraceTimeout
 from .inputs.prepare import prepare, resolve_spec
+from .jobs import JobOutcome, Jobs, library_logs, run_jobs, time_limit  # noqa: F401  (run_jobs re-exported)
 from .options import DEFAULT_PLAN_TIMEOUT_S, DEFAULT_TIMEOUT_S, CostOptions, InputOptions, Options, PlanOptions  # noqa: F401  (re-exported)
 from .plan.fit import ModeResult
 from .report import InputInfo, InputTensor, ModelInfo, PassResult, Report
 from .trace import trace
 from .trace.counts import build_params
 from .trace.structure import build_structure
-from .warm import JobOutcome, LaterBatchError  # noqa: F401  (re-exported)
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float | None, what: str):
-    """Raise TraceTimeout after ``seconds`` (main thread only; elsewhere no limit)."""
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    message = f"{what} took longer than {seconds:g} s (raise the limit with --timeout)"
-    fired = []
-
-    def on_alarm(signum, frame):
-        fired.append(True)
-        raise TraceTimeout(message)
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    if fired:  # the trace catches a failing forward pass as a result; a timeout is not one
-        raise TraceTimeout(message)
-
-
-class _ListHandler(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record):
-        msg = record.getMessage().strip().splitlines()
-        if msg and msg[0] not in self.messages:
-            self.messages.append(msg[0])
-
-
-@contextlib.contextmanager
-def _library_logs():
-    """Collect the warnings transformers logs while building (they become report notes)."""
-    from transformers.utils import logging as hf_logging
-
-    logger = hf_logging.get_logger("transformers")  # also installs transformers' own handler first
-    handler = _ListHandler()
-    saved = (logger.handlers[:], logger.level, logger.propagate)
-    logger.handlers = [handler]
-    logger.setLevel(logging.WARNING)
-    logger.propagate = False
-    # FakeTensorMode logs a full traceback at ERROR when an op fails; the
-    # failure is reported in forward_pass.error, so keep stderr to one line.
-    fake_logger = logging.getLogger("torch._subclasses.fake_tensor")
-    fake_level = fake_logger.level
-    fake_logger.setLevel(logging.CRITICAL)
-    # bitsandbytes warns that an optional CPU kernel package is missing; it falls back by itself.
-    bnb_logger = logging.getLogger("bitsandbytes")
-    bnb_level = bnb_logger.level
-    bnb_logger.setLevel(logging.ERROR)
-    try:
-        yield handler.messages
-    finally:
-        logger.handlers, level, logger.propagate = saved[0], saved[1], saved[2]
-        logger.setLevel(level)
-        fake_logger.setLevel(fake_level)
-        bnb_logger.setLevel(bnb_level)
-
-
-# --------------------------------------------------------------------------
-# Plan and cost: independent jobs, run side by side where the OS can fork
-# --------------------------------------------------------------------------
-
-_JOBS: dict | None = None  # name -> callable, read by forked workers
-
-
-def _child_init() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
-def _call_job(name: str):
-    try:
-        return name, True, _JOBS[name]()
-    except BaseException as e:  # noqa: BLE001 - carried to the parent as a value
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return name, False, (type(e).__name__, msg)
-
-
-class Jobs:
-    """Independent jobs, started at once; :meth:`results` waits for them.
-
-    The jobs (one per memory mode, plus the cost count) only read the built
-    model, so on Linux they run in forked processes, one per CPU core: a
-    forked child sees the model as it was at the fork, and returns plain
-    results.  Started before the parent traces the model, they overlap that
-    trace.  Elsewhere, or with one core, they run one after another inside
-    :meth:`results`.  ``NEURARCH_JOBS=N`` caps the workers (1: no worker
-    processes).  :meth:`close` stops workers still running (a timeout, a
-    failed trace): never a hang, never an orphan.
-    """
-
-    def __init__(self, jobs: dict, workers: int | None = None):
-        global _JOBS
-        self.jobs = jobs
-        self.names = list(jobs)
-        if workers is None:
-            env = os.environ.get("NEURARCH_JOBS", "").strip()
-            want = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
-            workers = min(len(self.names), want)
-        self.pool = None
-        self.futures: dict = {}
-        if workers <= 1 or len(self.names) <= 1 or sys.platform != "linux":
-            return
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        _JOBS = jobs  # the children read it: with fork, all of them start at the first submit
-        try:
-            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_init)
-            self.futures = {n: self.pool.submit(_call_job, n) for n in self.names}
-        finally:
-            _JOBS = None
-
-    def results(self) -> dict[str, JobOutcome]:
-        """``{name: JobOutcome(ok, value or (error type, message))}`` for each job."""
-        global _JOBS
-        if self.pool is None:
-            _JOBS = self.jobs
-            try:
-                return {n: JobOutcome(ok, v) for n, ok, v in map(_call_job, self.names)}
-            finally:
-                _JOBS = None
-        from concurrent.futures.process import BrokenProcessPool
-
-        out: dict = {}
-        for n, fut in self.futures.items():
-            try:
-                _, ok, v = fut.result()
-            except BrokenProcessPool:
-                # A worker that dies (killed, out of memory) breaks the pool: its jobs become errors, never a hang.
-                ok, v = False, ("WorkerCrash", "the worker process simulating this died (out of memory?)")
-            out[n] = JobOutcome(ok, v)
-        return out
-
-    def close(self) -> None:
-        """Shut the workers down; any still running are killed."""
-        if self.pool is None:
-            return
-        pool, self.pool = self.pool, None
-        if not all(f.done() for f in self.futures.values()):
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                proc.kill()
-            pool.shutdown(wait=False, cancel_futures=True)
-        else:
-            pool.shutdown(wait=True)
-
-
-def run_jobs(jobs: dict, workers: int | None = None) -> dict[str, JobOutcome]:
-    """Run ``jobs`` (see :class:`Jobs`) and return ``{name: (ok, value or (error type, message))}``."""
-    started = Jobs(jobs, workers)
-    try:
-        return started.results()
-    finally:
-        started.close()
+from .warm import LaterBatchError  # noqa: F401  (re-exported)
 
 
 def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
@@ -292,7 +122,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         opts = dataclasses.replace(opts, cost=dataclasses.replace(opts.priced, card=head))
     source = resolve_spec(spec, opts)
     keep = None
-    with _time_limit(opts.time_limit_s, f"tracing {source.id}"), _library_logs() as library_warnings:
+    with time_limit(opts.time_limit_s, f"tracing {source.id}"), library_logs() as library_warnings:
         want_jobs = opts.plan is not None or opts.cost is not None
         prepared = prepare(source, opts, recipe=want_jobs)  # build, plan the inputs, the recipe's model (and its eager bound)
         built, plan, trained, attention = prepared.built, prepared.plan, prepared.trained, prepared.attention

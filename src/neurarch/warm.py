@@ -46,9 +46,10 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from .errors import NeurarchError, first_line
+from .jobs import JobOutcome
 from .options import DEFAULT_HEADROOM, OPTIMIZER_IMPLEMENTATIONS, CostOptions, Options
 from .report import Report
 
@@ -64,18 +65,6 @@ _CHEAP = ("timeout_s", "cache")
 
 # What this process read and wrote (tests read it): hits, misses, fallbacks (a batch never simulated), stores.
 STATS = {"hits": 0, "misses": 0, "fallbacks": 0, "stores": 0}
-
-
-class JobOutcome(NamedTuple):
-    """What one job gave back: ``(True, its value)`` or ``(False, (error type, first line))``."""
-
-    ok: bool
-    value: Any
-
-    @property
-    def error(self) -> str:
-        """The failure's first line ("" for a job that ran)."""
-        return "" if self.ok else self.value[1]
 
 
 class LaterBatchError(Exception):

@@ -86,7 +86,7 @@ def test_older_cards_need_the_smaller_cublas_workspace():
 def test_jobs_run_in_workers_and_a_dead_worker_is_an_error_not_a_hang():
     import os
 
-    from neurarch.pipeline import run_jobs
+    from neurarch.jobs import run_jobs
 
     out = run_jobs({"pid": os.getpid, "square": lambda: 7 * 7, "boom": lambda: 1 / 0}, workers=2)
     assert out["square"] == (True, 49)
@@ -101,7 +101,7 @@ def test_jobs_run_in_workers_and_a_dead_worker_is_an_error_not_a_hang():
 def test_neurarch_jobs_1_runs_in_process(monkeypatch):
     import os
 
-    from neurarch.pipeline import run_jobs
+    from neurarch.jobs import run_jobs
 
     monkeypatch.setenv("NEURARCH_JOBS", "1")
     assert run_jobs({"a": os.getpid, "b": os.getpid}) == {"a": (True, os.getpid()), "b": (True, os.getpid())}
@@ -111,7 +111,7 @@ def test_started_jobs_overlap_the_parent_and_close_kills_what_still_runs(tmp_pat
     import os
     import time
 
-    from neurarch.pipeline import Jobs
+    from neurarch.jobs import Jobs
 
     # The jobs run while the parent works on: a job waits for a file the parent writes after starting them.
     flag = tmp_path / "parent-was-here"
