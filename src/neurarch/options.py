@@ -29,7 +29,7 @@ from .errors import InputError
 
 MODES: tuple[str, ...] = ("full", "lora", "qlora", "inference")
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
-OPTIMIZERS: tuple[str, ...] = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor")
+OPTIMIZERS: tuple[str, ...] = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor", "adafactor-trainer")
 # What each optimizer is on the card, as the report says it (plan.train.make_optimizer builds them).
 OPTIMIZER_IMPLEMENTATIONS: dict[str, str] = {
     "adamw": "torch.optim.AdamW, foreach (multi-tensor: torch's default on CUDA; its step keeps a scratch copy per parameter group)",
@@ -37,6 +37,7 @@ OPTIMIZER_IMPLEMENTATIONS: dict[str, str] = {
     "adamw-8bit": "bitsandbytes AdamW8bit (blockwise 8-bit state)",
     "sgd": "torch.optim.SGD, momentum 0.9, foreach",
     "adafactor": "torch.optim.Adafactor, foreach",
+    "adafactor-trainer": 'transformers.optimization.Adafactor(scale_parameter=False, relative_step=False), what the Hugging Face Trainer\'s optim="adafactor" runs: a per-parameter loop, no first moment',
 }
 # transformers' names (config._attn_implementation); None: what transformers picks on a CUDA card.
 ATTENTIONS: tuple[str, ...] = ("eager", "sdpa", "flash_attention_2")

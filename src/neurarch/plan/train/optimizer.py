@@ -56,6 +56,12 @@ def make_optimizer(params: list[nn.Parameter], setup: TrainSetup) -> torch.optim
         return torch.optim.SGD(params, lr=LR, momentum=SGD_MOMENTUM, foreach=foreach)
     if setup.optimizer == "adafactor":
         return torch.optim.Adafactor(params, lr=LR, foreach=foreach)
+    if setup.optimizer == "adafactor-trainer":
+        # transformers.Trainer, optim="adafactor" (trainer.py, get_optimizer_cls_and_kwargs):
+        # transformers' own Adafactor with scale_parameter=False, relative_step=False and the lr given.
+        from transformers.optimization import Adafactor
+
+        return Adafactor(params, lr=LR, scale_parameter=False, relative_step=False)
     if setup.optimizer == "adamw-8bit":
         # bitsandbytes' blockwise 8-bit AdamW (state in uint8 + per-block scales;
         # tensors under its min_8bit_size keep fp32 state): its own code decides.
