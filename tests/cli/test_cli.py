@@ -1,6 +1,7 @@
 """The command line: formats, stable JSON paths, and one-line errors for bad input."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -173,3 +174,12 @@ def test_every_help_page_prints(command):
     proc = subprocess.run([sys.executable, "-m", "neurarch.cli", *command, "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage:") and proc.stderr == ""
+
+
+def test_help_names_every_optimizer():
+    # The --optimizer help is written by hand; every optimizer the options accept must be in it.
+    from neurarch.options import OPTIMIZERS
+
+    proc = subprocess.run([sys.executable, "-m", "neurarch.cli", "--help"], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    words = set(proc.stdout.replace("|", " ").replace("(", " ").split())
+    assert set(OPTIMIZERS) <= words, set(OPTIMIZERS) - words

@@ -43,7 +43,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cost", action="store_true", help="price a training run on every card (roofline estimate)")
     g.add_argument("--plan", action="store_true", help="the full plan: GPU memory per mode, what fits on which card, sharded plans, and the cost")
     g.add_argument("--modes", default=",".join(MODES), help=f"memory modes to simulate (default: {','.join(MODES)})")
-    g.add_argument("--optimizer", default="adamw", help="adamw (default: torch's foreach AdamW) | adamw-fused (the HF Trainer's adamw_torch_fused) | adamw-8bit | sgd | adafactor")
+    g.add_argument(
+        "--optimizer",
+        default="adamw",
+        help="adamw (default: torch's foreach AdamW) | adamw-fused (the HF Trainer's adamw_torch_fused) | adamw-8bit | sgd | adafactor (torch's) | adafactor-trainer (the HF Trainer's optim=adafactor)",
+    )
     g.add_argument("--lora-rank", type=int, default=DEFAULT_LORA_RANK, help=f"LoRA rank (default {DEFAULT_LORA_RANK})")
     g.add_argument("--lora-targets", metavar="NAMES", help="peft target_modules: module names such as q_proj,v_proj, or all-linear (default: every linear layer but the head)")
     g.add_argument("--lora-dropout", type=float, default=0.0, help="LoRA dropout (peft's default 0.0; recipes use 0.05-0.1: it keeps a dropped copy of each adapted input)")
