@@ -8,6 +8,8 @@ same :class:`~neurarch.report.Report`.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from typing import Any, Callable
 
 from . import __version__, warm
 from .inputs.prepare import prepare, resolve_spec
@@ -32,6 +34,7 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
     from .plan.memory import estimate_with_curve, with_batch
 
     p = opts.plan
+    assert p is not None  # a mode job exists only for a plan
     cache: dict = {}
 
     def at(b):
@@ -80,6 +83,7 @@ def _count_job(built, opts: Options, default_shape):
 
     if not any(isinstance(p, FakeTensor) for p in built.model.parameters()):
         to_fake(built.model, new_mode())
+    assert opts.cost is not None  # a count job exists only for a priced run
     return count_step(built.model, built.config, opts.inputs, opts.cost.precision, default_shape, cache=_use_cache(opts))
 
 
@@ -92,10 +96,10 @@ def _use_cache(opts: Options) -> bool:
 
 def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
     """Start the memory modes and the cost count (they need only the built model and its inputs)."""
-    jobs = {}
+    jobs: dict[str, Callable[[], Any]] = {}
     if opts.plan is not None:
         for mode in opts.plan.modes:
-            jobs[mode] = lambda mode=mode: _mode_job(built, plan, opts, cards, mode)
+            jobs[mode] = functools.partial(_mode_job, built, plan, opts, cards, mode)
     if opts.cost is not None:
         jobs["cost"] = lambda: _count_job(built, opts, default_shape)
     # The slowest first, so two workers finish together.
@@ -206,12 +210,12 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             tokenizer=source.tokenizer,
         )
         try:
-            result = verify.run(ctx, opts.disable)
+            verdict = verify.run(ctx, opts.disable)
         except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest stands
             report.errors["verifier"] = warm.error_line(e)
         else:
-            report.findings = result.findings
-            report.verifier = result.verifier
+            report.findings = verdict.findings
+            report.verifier = verdict.verifier
     if keep is not None:
         warm.store(warm_key, warm.entry(report, *keep))
     return report

@@ -227,6 +227,7 @@ def estimate(
                 rows.append(CostCard(name=card.name, mode=run.mode, gpus=run.gpus, batch=0, fits=False, note=run.note))
                 continue
             b = run.batch
+            assert b is not None  # a run that fits (or may) has its batch
             frozen = run.mode in ("lora", "qlora")
             n_train = run.trainable if run.trainable is not None else trainable
             # One micro-batch's forward and backward; the optimizer step once per grad_accumulation of them.
@@ -274,8 +275,8 @@ def estimate(
             )
     priced = [r for r in rows if r.usd is not None and r.fits is not False]
     timed = [r for r in rows if r.run_hours is not None and r.fits is not False]
-    cheap = min(priced, key=lambda r: r.usd) if priced else None
-    fast = min(timed, key=lambda r: r.run_hours) if timed else None
+    cheap = min(priced, key=lambda r: r.usd or 0.0) if priced else None  # priced: usd is set
+    fast = min(timed, key=lambda r: r.run_hours or 0.0) if timed else None  # timed: run_hours is set
     cheapest, fastest = (cheap.name if cheap else None), (fast.name if fast else None)
     for r in rows:
         r.cheapest = r is cheap
