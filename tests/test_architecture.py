@@ -103,7 +103,7 @@ def _imports(path: Path, src: Path) -> list[tuple[int, str]]:
 
 
 def _resolve(target: str, src: Path) -> str:
-    """``neurarch.plan.step.TrainSetup`` -> the module that exists: ``neurarch.plan.step``."""
+    """``neurarch.plan.train.setup.TrainSetup`` -> the module that exists: ``neurarch.plan.train.setup``."""
     parts = target.split(".")
     while len(parts) > 1:
         rel = Path(*parts[1:])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from torch import nn
 
-import neurarch.pipeline as pipeline
+import neurarch.inputs.prepare as prepare
 from neurarch import Options, analyze, verify
 from neurarch.errors import NeurarchError, UnknownRuleError
 from neurarch.inputs import InputOptions
@@ -41,12 +41,12 @@ class NormAfterHead(nn.Module):
 @pytest.fixture(scope="module")
 def ctx():
     built = {}
-    original = pipeline.build
-    pipeline.build = lambda source: built.setdefault("model", original(source))
+    original = prepare.build  # the build analyze runs (inputs.prepare), kept to hand the model to the rules
+    prepare.build = lambda source: built.setdefault("model", original(source))
     try:
         report = analyze(f"python:{THIS}:NormAfterHead", Options(inputs=InputOptions(input_shape=(64,))))
     finally:
-        pipeline.build = original
+        prepare.build = original
     b = built["model"]
     return verify.CheckContext(report=report, model=b.model, config=b.config)
 

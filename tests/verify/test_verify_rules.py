@@ -16,6 +16,7 @@ import pytest
 import torch
 from torch import nn
 
+import neurarch.inputs.prepare as prepare
 import neurarch.pipeline as pipeline
 from neurarch import Options, analyze, verify
 from neurarch.inputs import InputOptions
@@ -28,7 +29,7 @@ class Lab:
     """Traces models through the real pipeline once each and hands out CheckContexts.
 
     ``analyze`` returns only the report; the rules also need the built module,
-    so we keep the one ``pipeline.build`` made.  from_scratch / precision /
+    so we keep the one ``inputs.prepare.build`` made.  from_scratch / precision /
     training are flags of the context, not of the trace, so one trace serves
     several contexts.
     """
@@ -55,12 +56,12 @@ class Lab:
         key = (spec, tuple(sorted(inputs.items())))
         if key not in self._traces:
             built = {}
-            original = pipeline.build
-            pipeline.build = lambda source: built.setdefault("model", original(source))
+            original = prepare.build  # the build analyze runs (inputs.prepare), kept to hand the model to the rules
+            prepare.build = lambda source: built.setdefault("model", original(source))
             try:
                 report = analyze(spec, Options(inputs=InputOptions(**inputs)))
             finally:
-                pipeline.build = original
+                prepare.build = original
             self._traces[key] = (report, built["model"])
         return self._traces[key]
 
