@@ -117,21 +117,7 @@ def run(
     )
     prepared = prepare(spec, Options(inputs=inputs, trust_remote_code=trust_remote_code, precision=precision, plan=recipe, verify=False))
     source, built, plan = prepared.source, prepared.trained, prepared.plan
-    setup = TrainSetup(
-        mode=mode,
-        precision=precision,
-        optimizer=optimizer,
-        grad_checkpointing=grad_checkpointing,
-        grad_checkpointing_reentrant=grad_checkpointing_reentrant,
-        zero_grad_set_to_none=zero_grad_set_to_none,
-        lora_rank=lora_rank,
-        lora_targets=lora_targets,
-        lora_dropout=lora_dropout,
-        adapter_dtype=adapter_dtype,
-        attn_implementation=attn_implementation,
-        grad_accumulation=grad_accumulation,
-        device=device,
-    )
+    setup = TrainSetup.from_plan(recipe, mode=mode, precision=precision, device=device)
     setup.validate()
     sim = simulate(built, plan, setup, steps=max(steps, 2))
     # Refuse a real run that cannot fit this machine.

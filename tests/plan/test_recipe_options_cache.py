@@ -11,28 +11,6 @@ import pytest
 from neurarch.inputs import InputOptions
 from neurarch.plan import memory
 
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 256,
-}
-
-
-@pytest.fixture
-def model(tmp_path, monkeypatch):
-    monkeypatch.setenv("NEURARCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("NEURARCH_JOBS", "1")
-    monkeypatch.delenv("NEURARCH_NO_CACHE", raising=False)
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.json").write_text(json.dumps(TINY))
-    return str(tmp_path / "m")
-
 
 @pytest.fixture
 def built(model):

@@ -16,29 +16,6 @@ from neurarch.inputs import InputOptions
 from neurarch.pipeline import CostOptions, PlanOptions
 from neurarch.plan import cache, memory
 
-# A 2-layer Llama (small: simulated whole).
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 256,
-}
-
-
-@pytest.fixture
-def model(tmp_path, monkeypatch):
-    monkeypatch.setenv("NEURARCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("NEURARCH_JOBS", "1")
-    monkeypatch.delenv("NEURARCH_NO_CACHE", raising=False)
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.json").write_text(json.dumps(TINY))
-    return str(tmp_path / "m")
-
 
 def plan(spec, seq=32, modes=("full", "inference"), cost=None, **kw):
     before = memory.simulations_run()

@@ -18,19 +18,8 @@ from neurarch import Options, analyze, warm
 from neurarch.inputs import InputOptions
 from neurarch.pipeline import CostOptions, PlanOptions
 from neurarch.plan import cache
+from tiny_configs import LLAMA as TINY  # the model the shared `model` fixture (conftest) writes
 
-# A 2-layer Llama (small: simulated whole, a cold plan takes seconds).
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 256,
-}
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 PLAN = ["--plan", "--modes", "full,inference", "--seq-len", "32", "--no-verify", "--format", "json"]
 CHEAP = ["--card", "H100", "--price", "A10G=9.00", "--epochs", "2", "--samples", "1000"]
@@ -47,13 +36,8 @@ sys.exit(rc)
 
 
 @pytest.fixture
-def folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("NEURARCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("NEURARCH_JOBS", "1")
-    monkeypatch.delenv("NEURARCH_NO_CACHE", raising=False)
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.json").write_text(json.dumps(TINY))
-    return tmp_path / "m"
+def folder(model):
+    return Path(model)  # conftest's tiny model folder, with its own cache directory
 
 
 def cli(args: list[str], cache_dir: Path, out: Path, supervise: bool = False) -> list[str]:

@@ -53,6 +53,25 @@ class TrainSetup:
     # single-tensor loop torch uses for CPU tensors.
     device: str = "cuda"
 
+    @classmethod
+    def from_plan(cls, plan: PlanOptions, *, mode: str, precision: str, device: str = "cuda") -> "TrainSetup":
+        """One mode of ``plan``'s recipe, as the simulator and the real step run it."""
+        return cls(
+            mode=mode,
+            precision=precision,
+            optimizer=plan.optimizer,
+            grad_checkpointing=plan.grad_checkpointing,
+            grad_accumulation=plan.grad_accumulation,
+            lora_rank=plan.lora_rank,
+            lora_targets=plan.lora_targets,
+            lora_dropout=plan.lora_dropout,
+            adapter_dtype=plan.adapter_dtype,
+            attn_implementation=plan.attn_implementation,
+            zero_grad_set_to_none=plan.zero_grad_set_to_none,
+            grad_checkpointing_reentrant=plan.grad_checkpointing_reentrant,
+            device=device,
+        )
+
     def validate(self) -> None:
         """The options as :class:`~neurarch.options.PlanOptions` checks them (the one check,
         with the messages users see), and the device."""
