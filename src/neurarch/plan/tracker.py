@@ -199,7 +199,8 @@ class LiveTracker(TorchDispatchMode):
         if self.phase == "backward":
             node = torch._C._current_autograd_node()
             if node is not None:
-                name = node.metadata.get(NODE_MODULE)
+                # torch's stub declares Node.metadata a method; on autograd's C++ nodes it is a dict property
+                name = node.metadata.get(NODE_MODULE)  # type: ignore[attr-defined]
                 if name is not None:
                     if peek:
                         return name
@@ -224,7 +225,11 @@ class LiveTracker(TorchDispatchMode):
                 return new
             return life
         life = self._new_life(n)
-        self._by_storage[key] = (life, weakref.ref(st, lambda _r, k=key: self._freed(k)))
+
+        def gone(_ref: object, k: int = key) -> None:
+            self._freed(k)
+
+        self._by_storage[key] = (life, weakref.ref(st, gone))
         return life
 
     def _new_life(self, n: int) -> Life:
