@@ -208,6 +208,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             training=True,
             precision=opts.precision,
             tokenizer=source.tokenizer,
+            source_config=source.config,
         )
         try:
             verdict = verify.run(ctx, opts.disable)

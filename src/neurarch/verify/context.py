@@ -8,6 +8,8 @@ Everything a rule may look at is here, read-only by convention:
 * ``config`` — the transformers config, or ``None`` for plain modules;
 * the user's intent: ``training`` (fine-tune or from scratch, vs. only run it),
   ``from_scratch`` (random init, ``--from-scratch``), ``precision``;
+* ``source_config`` — the config file as published (a dict), before the
+  library read it (transformers may rewrite a field: T5 ties its head always);
 * the memory plan, when one was made: ``report.memory`` (:attr:`memory`), filled
   before the rules run.  It holds each mode's peak and breakdown, not bytes per
   layer-table row, so the activation rules use a proxy from the traced output
@@ -52,6 +54,8 @@ class CheckContext:
     precision: Optional[str] = None
     # The model folder's tokenizer (sources.tokenizer.TokenizerInfo), when its files were read.
     tokenizer: Any = None
+    # The config file as published (the source's dict, before the library read it), or None.
+    source_config: Optional[dict] = None
     _modules: dict[str, nn.Module] = field(default_factory=dict, init=False, repr=False)
 
     # -- lookups ---------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The built-in rules, one module per theme.  Importing this package registers them.
 
 Run order is import order: what the output is, then training, attention and
-positions, efficiency, memory, inputs, the tokenizer.  The order is the
+positions, efficiency, memory, inputs, the tokenizer, the head's tie.  The order is the
 report's (``verifier.rules_run``, and findings of one severity), so the
 imports below are kept in it, not sorted.
 """
@@ -14,4 +14,5 @@ from . import efficiency  # noqa: F401
 from . import memory  # noqa: F401
 from . import inputs  # noqa: F401
 from . import tokenizer  # noqa: F401
+from . import ties  # noqa: F401
 # isort: on
