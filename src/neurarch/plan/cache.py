@@ -122,7 +122,7 @@ def code_fingerprint() -> str:
 def _library_roots() -> tuple[str, ...]:
     import importlib.util
 
-    roots = []
+    roots: list[str] = []
     for name in LIBRARIES:
         spec = importlib.util.find_spec(name) if name not in ("peft", "bitsandbytes") else None  # never import those here
         if spec is not None and spec.submodule_search_locations:

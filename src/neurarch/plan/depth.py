@@ -37,6 +37,7 @@ import re
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import overload
 
 from torch import nn
 
@@ -83,7 +84,7 @@ def _simple(v) -> bool:
 
 
 def _signature(layer: nn.Module) -> str:
-    parts = []
+    parts: list[tuple[object, ...]] = []
     for name, mod in layer.named_modules():
         attrs = sorted((k, repr(v)) for k, v in vars(mod).items() if not k.startswith("_") and _simple(v) and not _INDEX_ATTR.search(k))
         parts.append((name, type(mod).__qualname__, tuple(attrs)))
@@ -335,6 +336,10 @@ def peak_over(points: dict[tuple, _Point], keep) -> tuple[_Point | None, int]:
     return best, best_r
 
 
+@overload
+def line_int(a: int, b: int, units_a: int, units_b: int, units: int) -> int: ...
+@overload
+def line_int(a: int | None, b: int | None, units_a: int, units_b: int, units: int) -> int | None: ...
 def line_int(a: int | None, b: int | None, units_a: int, units_b: int, units: int) -> int | None:
     """An integer figure that grows by the same amount per repeat (parameters, KV cache)."""
     if a is None or b is None:

@@ -70,7 +70,8 @@ def allocator_events() -> Iterator[list[AllocatorTrace]]:
     box: list[AllocatorTrace] = []
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False, with_stack=False) as prof:
         yield box
-    events, ranges = [], {}
+    events: list[tuple[int, int, int]] = []
+    ranges: dict[str, tuple[int, int]] = {}
     for node in _walk(prof.profiler.kineto_results.experimental_event_tree()):
         if node.tag == _EventType.Allocation:
             f = node.extra_fields
@@ -201,7 +202,7 @@ def measure_cuda(
     gc.collect()
     torch.cuda.synchronize()
     baseline = torch.cuda.memory_allocated(dev)
-    step_peaks = []
+    step_peaks: list[int] = []
 
     started: set[int] = set()
 

@@ -4,6 +4,7 @@ and the NF4 quantization of the base weights (under fake tensors or real ones)."
 from __future__ import annotations
 
 import warnings
+from typing import cast
 
 import torch
 from torch import nn
@@ -171,7 +172,7 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
         raise PlanOptionError(f"{type(model).__name__} has no linear layer for QLoRA to quantize")
     cast_model(model, setup.frozen_dtype)
     for name in quantize:
-        old = model.get_submodule(name)
+        old = cast("nn.Linear | Conv1D", model.get_submodule(name))  # the filter above kept only these
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         n_in, n_out = tuple(old.weight.shape) if isinstance(old, Conv1D) else (old.in_features, old.out_features)
@@ -179,7 +180,7 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
         if old.bias is not None:
             new.bias = nn.Parameter(old.bias.data, requires_grad=False)
         setattr(parent, child, new)
-    model.is_loaded_in_4bit = True  # what transformers sets; peft reads it to pick its 4-bit LoRA layer
+    model.is_loaded_in_4bit = True  # type: ignore[assignment]  # a plain flag; nn.Module's stub types attributes as Tensor | Module. What transformers sets; peft reads it to pick its 4-bit LoRA layer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=setup.grad_checkpointing, gradient_checkpointing_kwargs=checkpoint_kwargs(setup))
@@ -204,7 +205,7 @@ def quantize_4bit(model: nn.Module, seed: int = 0) -> list[torch.Tensor]:
         packed, state = bnbf.quantize_4bit(w, blocksize=QLORA_BLOCKSIZE, compress_statistics=True, quant_type="nf4")
         del w
         weight = nn.Parameter(packed, requires_grad=False)
-        weight.quant_state = state
+        weight.quant_state = state  # type: ignore[attr-defined]  # bitsandbytes' Params4bit attribute, set on a plain Parameter as bnb reads it
         mod.weight = weight
         held.append(packed)
         held.extend(t for t in (state.absmax, state.code, state.offset) if isinstance(t, torch.Tensor))

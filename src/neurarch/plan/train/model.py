@@ -108,8 +108,8 @@ def enable_checkpointing(model: nn.Module, setup: TrainSetup | None = None) -> N
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if hasattr(model, "activation_checkpointing_enable"):
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)  # type: ignore[operator]  # a method found by hasattr; nn.Module.__getattr__'s stub says Tensor | Module
         elif hasattr(model, "gradient_checkpointing_enable"):
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[operator]  # a method found by hasattr; nn.Module.__getattr__'s stub says Tensor | Module
         else:
             raise PlanOptionError(f"{type(model).__name__} has no gradient checkpointing switch (transformers models that support it do)")
