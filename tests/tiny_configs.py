@@ -36,3 +36,16 @@ MIXTRAL = {
     "num_experts_per_tok": 2,
     "max_position_embeddings": 256,
 }
+# A wider Llama (the plan-report and measure tests): 2 layers, hidden 256, 8 heads of 32, 2 KV heads,
+# a 4,096-position table (a --seq-len 1024 plan fits); a real CPU step takes a few seconds.
+LLAMA_WIDE = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 256,
+    "intermediate_size": 704,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "vocab_size": 4000,
+    "max_position_embeddings": 4096,
+}

@@ -3,19 +3,12 @@
 import json
 
 from neurarch.cli import main
+from tiny_configs import LLAMA_WIDE
 
-# A 2-layer Llama with GQA (8 heads, 2 KV heads), small enough for a real CPU step.
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 704,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 4000,
-    "max_position_embeddings": 512,
-}
+# The shared 2-layer Llama with GQA (hidden 256, 8 heads, 2 KV heads, MLP 704, vocabulary 4,000:
+# the hand count below reads these sizes), small enough for a real CPU step; a 512-position
+# table is plenty at --seq-len 128.
+TINY = dict(LLAMA_WIDE, max_position_embeddings=512)
 
 
 def test_measure_puts_a_real_step_beside_the_estimate(tmp_path, capsys):

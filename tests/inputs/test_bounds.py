@@ -16,6 +16,7 @@ from neurarch import Options, analyze, limits
 from neurarch.build import build_from_config
 from neurarch.errors import LimitError
 from neurarch.pipeline import PlanOptions
+from tiny_configs import LLAMA
 
 LLAMA_405B = {  # meta-llama/Llama-3.1-405B config.json, structural fields
     "model_type": "llama",
@@ -54,16 +55,7 @@ DEEPSEEK_V3 = {  # deepseek-ai/DeepSeek-V3 config.json, structural fields
     "n_group": 8,
     "topk_group": 4,
 }
-TINY = {
-    "model_type": "llama",
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 256,
-}
+TINY = LLAMA  # the shared 2-layer Llama (hidden 64): every test here overrides what it bounds
 
 
 def test_llama_405b_passes_and_builds_to_the_hand_count():

@@ -11,18 +11,7 @@ import pytest
 from neurarch.errors import InputError, LimitError
 from neurarch.inputs.prepare import prepare, resolve_spec
 from neurarch.options import InputOptions, Options, PlanOptions
-
-# A 2-layer BERT with a masked-LM head: hidden 64, 4 heads, vocabulary 1,000.
-BERT = {
-    "model_type": "bert",
-    "architectures": ["BertForMaskedLM"],
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "vocab_size": 1000,
-    "max_position_embeddings": 128,
-}
+from tiny_configs import BERT  # a 2-layer BERT with a masked-LM head: hidden 64, 4 heads, vocabulary 1,000
 
 
 def _config(tmp_path, cfg):
