@@ -189,7 +189,8 @@ def memtracker(name, raw, opts, mode, prec, **extra):
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    from neurarch.plan.memory import _to_fake, meta_copy
+    from neurarch.fake.convert import meta_copy
+    from neurarch.fake.convert import weights_to_fake as _to_fake
     from neurarch.plan.train import Observer, label_specs, make_batch, make_optimizer, prepare, train, trainable
 
     with warnings.catch_warnings():

@@ -32,9 +32,11 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
     from .plan.curve import encode_result
     from .plan.fit import mode_result
     from .plan.memory import estimate_with_curve, with_batch
+    from .plan.train import TrainSetup
 
     p = opts.plan
     assert p is not None  # a mode job exists only for a plan
+    setup = TrainSetup.from_plan(p, mode=mode, precision=opts.precision)
     cache: dict = {}
 
     def at(b):
@@ -42,25 +44,7 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
             # Only the input batch is reported in full (first step too); the
             # batch search needs the steady state alone (half the work).
             try:
-                cache[b] = estimate_with_curve(
-                    built,
-                    with_batch(plan, b),
-                    mode,
-                    precision=opts.precision,
-                    optimizer=p.optimizer,
-                    grad_checkpointing=p.grad_checkpointing,
-                    lora_rank=p.lora_rank,
-                    context_len=p.context_len,
-                    lora_targets=tuple(p.lora_targets) if p.lora_targets else None,
-                    lora_dropout=p.lora_dropout,
-                    adapter_dtype=p.adapter_dtype,
-                    attn_implementation=p.attn_implementation,
-                    grad_accumulation=p.grad_accumulation if mode != "inference" else 1,
-                    grad_checkpointing_reentrant=p.grad_checkpointing_reentrant,
-                    zero_grad_set_to_none=p.zero_grad_set_to_none or mode == "inference",
-                    steady_only=b != plan.batch,
-                    cache=_use_cache(opts),
-                )
+                cache[b] = estimate_with_curve(built, with_batch(plan, b), setup, context_len=p.context_len, steady_only=b != plan.batch, cache=_use_cache(opts))
             except Exception as e:
                 if plan.batch not in cache:
                     raise

@@ -14,8 +14,11 @@ from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan import depth
 from neurarch.plan.fit import batch_from_curves
 from neurarch.plan.memory import Curve, estimate, stack_of
+from tiny_configs import BERT as TINY_BERT
+from tiny_configs import LLAMA as TINY_LLAMA
 
-LLAMA = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+# The shared tiny models with deeper stacks (same-shape blocks worth cutting).
+LLAMA = dict(TINY_LLAMA, num_hidden_layers=7)
 GEMMA2 = dict(
     model_type="gemma2",
     architectures=["Gemma2ForCausalLM"],
@@ -43,7 +46,7 @@ QWEN2_MOE = dict(
     vocab_size=1000,
 )
 VIT = dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4, image_size=64, patch_size=16)
-BERT = dict(model_type="bert", architectures=["BertForMaskedLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4, vocab_size=1000)
+BERT = dict(TINY_BERT, num_hidden_layers=6)
 T5 = dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=64, d_ff=128, d_kv=16, num_layers=6, num_heads=4, vocab_size=1000)
 
 FIELDS = ("peak_tensor_bytes", "peak_bytes", "first_step_peak_tensor_bytes", "breakdown", "trainable_parameters", "kv_cache_bytes", "phase", "module", "step")
@@ -133,10 +136,12 @@ def test_steady_state_alone_equals_two_steps(cfg, mode, optimizer, cut):
     # The batch search simulates step 2 alone after a warm-up that makes the
     # optimizer state; the reference is the ordinary two-step simulation.
     from neurarch.plan.memory import estimate_with_curve
+    from neurarch.plan.train import TrainSetup
 
     built, plan = _built(cfg, cfg["model_type"])
-    two, c2 = estimate_with_curve(built, plan, mode, optimizer=optimizer, cut_depth=cut)
-    one, c1 = estimate_with_curve(built, plan, mode, optimizer=optimizer, cut_depth=cut, steady_only=True)
+    setup = TrainSetup(mode=mode, optimizer=optimizer)
+    two, c2 = estimate_with_curve(built, plan, setup, cut_depth=cut)
+    one, c1 = estimate_with_curve(built, plan, setup, cut_depth=cut, steady_only=True)
     assert one.first_step_peak_tensor_bytes is None
     for f in ("peak_tensor_bytes", "peak_bytes", "breakdown", "phase", "module"):
         assert getattr(one, f) == getattr(two, f), f

@@ -57,12 +57,14 @@ def test_pipeline_segments_of_a_deep_model_cover_every_layer():
     from neurarch.build import build_from_config
     from neurarch.inputs import InputOptions, plan_inputs
     from neurarch.plan.memory import estimate_with_curve
+    from neurarch.plan.train import TrainSetup
+    from tiny_configs import LLAMA
 
-    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+    cfg = dict(LLAMA, num_hidden_layers=7)  # the shared tiny Llama with a 7-layer stack
     built = build_from_config(cfg, "llama")
     plan = plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=1))
-    m_cut, c_cut = estimate_with_curve(built, plan, "full")
-    m_whole, c_whole = estimate_with_curve(built, plan, "full", cut_depth=False)
+    m_cut, c_cut = estimate_with_curve(built, plan, TrainSetup(mode="full"))
+    m_whole, c_whole = estimate_with_curve(built, plan, TrainSetup(mode="full"), cut_depth=False)
     names = [n for n, _ in c_cut.segments]
     layers = [n for n in names if n.startswith("model.layers.")]
     assert layers == [f"model.layers.{i}" for i in range(7)]

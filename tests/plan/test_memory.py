@@ -207,7 +207,7 @@ def test_card_batch_is_the_largest_that_fits():
 
     def at(b):
         if b not in sims:
-            sims[b] = estimate_with_curve(built, with_batch(plan, b), "full", **opts)
+            sims[b] = estimate_with_curve(built, with_batch(plan, b), TrainSetup(precision=opts["precision"], device=opts["device"]), steps=opts["steps"])
         return sims[b]
 
     def card(nbytes):  # a custom card (no workspace saving) of this many bytes, no headroom

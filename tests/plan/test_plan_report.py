@@ -8,18 +8,7 @@ from neurarch.cli import main
 from neurarch.inputs import InputOptions
 from neurarch.pipeline import CostOptions, PlanOptions
 from neurarch.plan.memory import estimate, with_batch
-
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 704,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 4000,
-    "max_position_embeddings": 4096,
-}
+from tiny_configs import LLAMA_WIDE as TINY
 
 
 def test_plan_json_paths_and_card_fit(tmp_path, capsys):
@@ -55,12 +44,13 @@ def test_chosen_batch_fits_and_the_next_does_not():
     from neurarch.cards import Card
     from neurarch.plan.fit import card_batch
     from neurarch.plan.memory import estimate_with_curve
+    from neurarch.plan.train import TrainSetup
 
     cache = {}
 
     def at(b):
         if b not in cache:
-            cache[b] = estimate_with_curve(built, with_batch(plan, b), "full")
+            cache[b] = estimate_with_curve(built, with_batch(plan, b), TrainSetup(mode="full"))
         return cache[b]
 
     card = Card("H100-tiny", 2 * 2**30 / 1e9, None, None, None, True, None, None)  # Hopper: the workspace peak_bytes assumes

@@ -10,6 +10,7 @@ import pytest
 
 from neurarch.inputs import InputOptions
 from neurarch.plan import memory
+from neurarch.plan.train import TrainSetup
 
 
 @pytest.fixture
@@ -24,8 +25,9 @@ def built(model):
 
 
 def sim(built, inputs, **kw):
+    run = {k: kw.pop(k) for k in ("steady_only",) if k in kw}  # the rest is the recipe
     before = memory.simulations_run()
-    mem, _ = memory.estimate_with_curve(built, inputs, cache=True, **kw)
+    mem, _ = memory.estimate_with_curve(built, inputs, TrainSetup(**kw), cache=True, **run)
     return mem, memory.simulations_run() > before
 
 

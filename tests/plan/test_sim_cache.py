@@ -15,6 +15,7 @@ from neurarch import Options, analyze
 from neurarch.inputs import InputOptions
 from neurarch.pipeline import CostOptions, PlanOptions
 from neurarch.plan import cache, memory
+from neurarch.plan.train import TrainSetup
 
 
 def plan(spec, seq=32, modes=("full", "inference"), cost=None, **kw):
@@ -60,8 +61,9 @@ def test_second_plan_simulates_nothing_and_says_the_same(model, tmp_path, monkey
 
 def sim(built, inputs, **kw):
     """One memory simulation through the cache; returns (figures, whether it simulated)."""
+    run = {k: kw.pop(k) for k in ("steady_only", "context_len") if k in kw}  # the rest is the recipe
     before = memory.simulations_run()
-    mem, curve = memory.estimate_with_curve(built, inputs, cache=True, **kw)
+    mem, curve = memory.estimate_with_curve(built, inputs, TrainSetup(**kw), cache=True, **run)
     return (mem.model_dump_json(), sorted(curve.values.items())), memory.simulations_run() > before
 
 

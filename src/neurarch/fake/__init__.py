@@ -4,6 +4,10 @@
   (:func:`~.tensors.to_fake`), a fresh ``FakeTensorMode`` (:func:`~.tensors.new_mode`),
   and :class:`~.tensors.ValueMode`, which computes the few values a forward
   needs from its inputs (token ids, masks, grids) instead of guessing them.
+* :mod:`.convert` — the memory planner's conversion: a meta copy of the model
+  per simulation (:func:`~.convert.meta_copy`), made fake without values, its
+  plain tensor attributes returned to count as weights (the module's docstring
+  says why the trace's and the planner's conversions differ).
 * :mod:`.cuda` — :class:`~.cuda.CudaKernels`: CUDA's kernel choices (dropout,
   attention, autocast) followed while simulating on fake CPU tensors.
 * :mod:`.gaps` — :class:`~.gaps.FakeGaps`: the few ops whose meta kernels

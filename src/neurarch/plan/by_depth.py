@@ -9,11 +9,12 @@ import weakref
 from torch import nn
 
 from ..build import BuiltModel
+from ..fake.convert import meta_copy
 from ..inputs import InputPlan
 from . import depth
 from .inference import simulate_inference
 from .overhead import cuda_round
-from .simulation import Peak, Simulation, category, meta_copy, simulate
+from .simulation import Peak, Simulation, category, simulate
 from .train import PlanOptionError, TrainSetup
 
 # --------------------------------------------------------------------------
@@ -42,7 +43,7 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
             sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
         else:
             sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
-        runs.append((sim, depth.points(sim.lives, sim.ops, stack, units, category, cuda_round)))
+        runs.append((sim, depth.points(sim.lives, _ops(sim), stack, units, category, cuda_round)))
     (sa, pa), (sb, pb) = runs
     ua, ub = CUT_UNITS
     pts = depth.extrapolate(pa, pb, ua, ub, stack)
@@ -75,6 +76,13 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
         f"and extrapolated to {stack.length} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)"
     )
     return sim
+
+
+def _ops(sim: Simulation) -> list:
+    """The ops a simulation run with ``record_ops=True`` recorded."""
+    if sim.ops is None:
+        raise RuntimeError("the simulation recorded no ops although record_ops was asked for")
+    return sim.ops
 
 
 def _shardable(p) -> int:
@@ -150,7 +158,7 @@ def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[s
 
         for i in range(stack.length):
             act[f"{prefix}{i}"] = layer_act(i)
-    order_key = {seg: first_seen.get(seg, 1 << 62) for seg in numel}
+    order_key: dict[str, float] = {seg: first_seen.get(seg, 1 << 62) for seg in numel}
     if stack is not None:
         # Layers run in index order; those the cut run did not have sit after the last it had.
         base = first_seen.get(f"{prefix}0", 0)
@@ -194,7 +202,7 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
         sim = simulate_inference(built, plan, setup, context_len=context_len, record_ops=True)
     else:
         sim = simulate(built, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
-    pts = depth.points(sim.lives, sim.ops, _NO_STACK, 0, category, cuda_round)
+    pts = depth.points(sim.lives, _ops(sim), _NO_STACK, 0, category, cuda_round)
     keep = _steady_filter(setup, pts)
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
     sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}

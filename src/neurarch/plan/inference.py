@@ -3,16 +3,19 @@ length and one decode step on it (the weights in the compute dtype)."""
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ..build import BuiltModel
+from ..fake.convert import meta_copy
 from ..inputs import InputPlan
 from ..introspect import forward_params as _decoder_accepts
 from ..introspect import max_positions as _max_positions
 from .overhead import cuda_round
-from .simulation import Simulation, _count, _peak_of, _replay, _run, _Watch, _with_values, meta_copy
+from .simulation import Simulation, _count, _peak_of, _replay, _run, _Watch, _with_values
 from .tracker import INPUT, LiveTracker
 from .train import TrainSetup, autocast_for, make_batch, prepare
 
@@ -30,6 +33,7 @@ def _reachable_tensors(obj, seen: set[int] | None = None, depth: int = 0) -> lis
     if isinstance(obj, torch.Tensor):
         return [obj]
     out: list[torch.Tensor] = []
+    items: Iterable[Any]
     if isinstance(obj, dict):
         items = obj.values()
     elif isinstance(obj, (list, tuple)):
@@ -87,7 +91,7 @@ def _simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, c
         # A table of learned positions (GPT-2, GPT-Neo): a full context leaves the decoded
         # token no position, so generation's cache holds one token less.
         ctx = limit - 1
-    extra = {"use_cache": True} if decoder else {}
+    extra: dict[str, Any] = {"use_cache": True} if decoder else {}  # keyword switches for the forward call
     if decoder and "logits_to_keep" in accepts:
         extra["logits_to_keep"] = 1  # generate() keeps the last position's logits only
     info: dict[str, int] = {}

@@ -35,14 +35,13 @@ import dataclasses
 
 from ..build import BuiltModel
 from ..inputs import InputPlan
-from ..options import DEFAULT_LORA_RANK
 from ..report.memory import MemoryBreakdown, MemoryMode
 from . import cache as _cache
 from .by_depth import _NO_CUT, CUT_UNITS, segment_bytes, simulate_by_depth, simulate_mode, stack_of  # noqa: F401  (the planner's public names)
 from .curve import decode_result, encode_result
 from .inference import simulate_inference  # noqa: F401
 from .overhead import fixed_overhead
-from .simulation import CATEGORIES, Curve, Peak, Simulation, _to_fake, category, meta_copy, simulate  # noqa: F401
+from .simulation import CATEGORIES, Curve, Peak, Simulation, category, simulate  # noqa: F401
 from .train import TrainSetup
 
 # --------------------------------------------------------------------------
@@ -50,28 +49,24 @@ from .train import TrainSetup
 # --------------------------------------------------------------------------
 
 
+_SETUP_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainSetup))
+
+
 def estimate(built: BuiltModel, plan: InputPlan, mode: str = "full", **options) -> MemoryMode:
-    """One ``memory.<mode>`` section: simulate, then add the CUDA overhead."""
-    return estimate_with_curve(built, plan, mode, **options)[0]
+    """One ``memory.<mode>`` section: simulate, then add the CUDA overhead.
+
+    A shorthand for scripts and tests: the recipe's fields (``precision``,
+    ``optimizer``, ``lora_rank`` ...: :class:`~neurarch.plan.train.TrainSetup`'s)
+    and :func:`estimate_with_curve`'s own options as keywords."""
+    recipe = {k: options.pop(k) for k in list(options) if k in _SETUP_FIELDS}
+    return estimate_with_curve(built, plan, TrainSetup(mode=mode, **recipe), **options)[0]
 
 
 def estimate_with_curve(
     built: BuiltModel,
     plan: InputPlan,
-    mode: str = "full",
+    setup: TrainSetup,
     *,
-    precision: str = "bf16-mixed",
-    optimizer: str = "adamw",
-    grad_checkpointing: bool = False,
-    lora_rank: int = DEFAULT_LORA_RANK,
-    lora_targets: tuple[str, ...] | None = None,
-    lora_dropout: float = 0.0,
-    adapter_dtype: str | None = None,
-    attn_implementation: str | None = None,
-    grad_accumulation: int = 1,
-    grad_checkpointing_reentrant: bool = False,
-    zero_grad_set_to_none: bool = True,
-    device: str = "cuda",
     steps: int = 2,
     context_len: int | None = None,
     hopper: bool = True,
@@ -79,28 +74,14 @@ def estimate_with_curve(
     steady_only: bool = False,
     cache: bool = False,
 ) -> tuple[MemoryMode, "Curve | None"]:
-    """``estimate`` and the per-op curve the batch search extrapolates (:mod:`.fit`).
+    """``estimate`` of one mode's recipe (``setup``, e.g. :meth:`TrainSetup.from_plan`)
+    and the per-op curve the batch search extrapolates (:mod:`.fit`).
 
     ``steady_only`` simulates step 2 alone (see :func:`simulate`): the figures
     that decide a fit are the same, the first step's peak is not known (None).
     ``cache``: read and write the result in the simulation cache on disk
     (:mod:`.cache`; the planner's runs turn it on, ``NEURARCH_NO_CACHE=1`` off).
     """
-    setup = TrainSetup(
-        mode=mode,
-        precision=precision,
-        optimizer=optimizer,
-        grad_checkpointing=grad_checkpointing,
-        lora_rank=lora_rank,
-        lora_targets=lora_targets,
-        lora_dropout=lora_dropout,
-        adapter_dtype=adapter_dtype,
-        attn_implementation=attn_implementation,
-        grad_accumulation=grad_accumulation,
-        grad_checkpointing_reentrant=grad_checkpointing_reentrant,
-        zero_grad_set_to_none=zero_grad_set_to_none,
-        device=device,
-    )
     setup.validate()
     k = None
     if cache and _cache.enabled():
@@ -172,7 +153,7 @@ def _estimate_with_curve(
         if precision.endswith("-mixed"):
             notes.append("autocast: CUDA's fp32 op list is applied to the ops models call from Python (layer_norm, softmax, exp ...); ops inside C++ composites follow CPU's")
     if mode in ("lora", "qlora"):
-        where = "every linear layer but the head (CNNs: the convolutions)" if lora_targets in (None, ("all-linear",)) else "the modules peft matches to " + ",".join(lora_targets)
+        where = "every linear layer but the head (CNNs: the convolutions)" if lora_targets is None or lora_targets == ("all-linear",) else "the modules peft matches to " + ",".join(lora_targets)
         adapters = "bf16 adapters" if adapter_dtype == "bf16" else "fp32 adapters (peft's autocast_adapter_dtype)"
         notes.append(f"LoRA rank {lora_rank} on {where}, dropout {lora_dropout:g}, {adapters}; the head and all base weights frozen, as peft leaves them without modules_to_save")
     if mode == "qlora":

@@ -12,7 +12,6 @@ section is :mod:`.memory`.
 from __future__ import annotations
 
 import contextlib
-import copy
 import gc
 import warnings
 import weakref
@@ -20,12 +19,13 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..build import BuiltModel
+from ..fake.convert import fake_attributes, meta_copy, weights_to_fake
 from ..fake.cuda import CudaKernels
 from ..fake.gaps import FakeGaps, unpacked_sequences
-from ..fake.tensors import needs_value
+from ..fake.tensors import ValueMode, needs_value
 from ..inputs import InputPlan
 from .curve import Curve  # noqa: F401  (the planner's public name)
 from .overhead import cuda_round
@@ -102,72 +102,6 @@ class Simulation:
 
 
 # --------------------------------------------------------------------------
-# The model on fake tensors
-# --------------------------------------------------------------------------
-
-
-def _meta_like(t: torch.Tensor) -> torch.Tensor:
-    return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
-
-
-def meta_copy(model: nn.Module) -> nn.Module:
-    """A deep copy of a meta (or already fake) model whose tensors are all on meta."""
-    memo: dict[int, object] = {}
-    for mod in model.modules():
-        for p in mod._parameters.values():
-            if p is not None and id(p) not in memo:
-                memo[id(p)] = nn.Parameter(_meta_like(p), requires_grad=p.requires_grad)
-        for b in mod._buffers.values():
-            if b is not None and id(b) not in memo:
-                memo[id(b)] = _meta_like(b)
-    return copy.deepcopy(model, memo)
-
-
-def _to_fake(model: nn.Module, mode: FakeTensorMode, device: str = "cpu") -> None:
-    """Replace meta parameters and buffers by fake ones (tied tensors stay tied)."""
-    conv = mode.fake_tensor_converter
-    memo: dict[int, torch.Tensor] = {}
-
-    def fake(t: torch.Tensor) -> torch.Tensor:
-        m = t if t.device.type == "meta" else _meta_like(t)
-        return conv.from_meta_and_device(mode, m, torch.device(device))
-
-    for mod in model.modules():
-        for name, p in list(mod._parameters.items()):
-            if p is None:
-                continue
-            if id(p) not in memo:
-                memo[id(p)] = nn.Parameter(fake(p.data), requires_grad=p.requires_grad)
-            mod._parameters[name] = memo[id(p)]
-        for name, b in list(mod._buffers.items()):
-            if b is None:
-                continue
-            if id(b) not in memo:
-                memo[id(b)] = fake(b)
-            mod._buffers[name] = memo[id(b)]
-
-
-def _fake_attributes(model: nn.Module, mode: FakeTensorMode) -> list[torch.Tensor]:
-    """Plain tensor attributes (not parameters, not buffers) made fake too.
-
-    The builder keeps small tensors real on the CPU (model code reads their
-    values); a real tensor meeting fake ones is lifted afresh at every use,
-    which would count as a new allocation each time.  Converted once here, they
-    are weights-like state alive from the start; returned for registration.
-    """
-    out = []
-    memo: dict[int, torch.Tensor] = {}
-    for mod in model.modules():
-        for name, v in list(vars(mod).items()):
-            if isinstance(v, torch.Tensor) and not isinstance(v, (nn.Parameter, FakeTensor)):
-                if id(v) not in memo:
-                    memo[id(v)] = mode.from_tensor(v) if v.device.type != "meta" else mode.fake_tensor_converter.from_meta_and_device(mode, v, torch.device("cpu"))
-                    out.append(memo[id(v)])
-                object.__setattr__(mod, name, memo[id(v)])
-    return out
-
-
-# --------------------------------------------------------------------------
 # Watching the loop
 # --------------------------------------------------------------------------
 
@@ -177,7 +111,7 @@ class _Watch(Observer):
         self.tracker = tracker
         self.gaps = gaps
         self.phase_starts: list[tuple[int, int, str]] = []  # (event, step, phase)
-        self.values = None  # the value-tracking mode, when the step runs under one (see _run)
+        self.values: ValueMode | None = None  # the value-tracking mode, when the step runs under one (see _run)
 
     @contextlib.contextmanager
     def phase(self, step: int, name: str):
@@ -280,7 +214,11 @@ def _with_values(built: BuiltModel, run):
                 raise
             holder = built.config if built.config is not None else built.model
             try:
-                _NEEDS_VALUES[id(holder)] = weakref.ref(holder, lambda _r, k=id(holder): _NEEDS_VALUES.pop(k, None))
+
+                def forget(_ref: object, k: int = id(holder)) -> None:
+                    _NEEDS_VALUES.pop(k, None)
+
+                _NEEDS_VALUES[id(holder)] = weakref.ref(holder, forget)
             except TypeError:  # not weakly referenceable: ask again next time (slower, the same figures)
                 pass
     return run(True)
@@ -303,11 +241,11 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     from ..fake.tensors import VALUE_LIMIT, ValueMode, quiet_fake_logs
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    _to_fake(model, mode)
+    weights_to_fake(model, mode)
     tracker = LiveTracker(model, prefix_strip=("base_model.model.",))
     if record_ops:
         tracker.ops = []
-    held = _fake_attributes(model, mode)
+    held = fake_attributes(model, mode)
     gaps = FakeGaps()
     watch = _Watch(tracker, gaps)
     kernels = CudaKernels(setup.attn_implementation == "flash_attention_2") if setup.device == "cuda" else contextlib.nullcontext()
@@ -320,7 +258,7 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     if plan is not None and hasattr(plan, "resolve") and not getattr(plan, "resolved", True):
         # A probe run to count image tokens: not part of the tracked step.
         probe = ValueMode(mode)
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # type: ignore[operator]  # peft's method, found by hasattr; nn.Module.__getattr__'s stub says Tensor | Module
         with warnings.catch_warnings(), mode, probe, probe.functions:
             warnings.simplefilter("ignore")
             plan.resolve(base, probe)

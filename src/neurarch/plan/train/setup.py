@@ -55,19 +55,23 @@ class TrainSetup:
 
     @classmethod
     def from_plan(cls, plan: PlanOptions, *, mode: str, precision: str, device: str = "cuda") -> "TrainSetup":
-        """One mode of ``plan``'s recipe, as the simulator and the real step run it."""
+        """One mode of ``plan``'s recipe, as the simulator and the real step run it.
+
+        Inference runs no optimizer step: gradient accumulation and ``zero_grad``
+        do not apply to it and keep their defaults (1, set to None)."""
+        inference = mode == "inference"
         return cls(
             mode=mode,
             precision=precision,
             optimizer=plan.optimizer,
             grad_checkpointing=plan.grad_checkpointing,
-            grad_accumulation=plan.grad_accumulation,
+            grad_accumulation=1 if inference else plan.grad_accumulation,
             lora_rank=plan.lora_rank,
             lora_targets=plan.lora_targets,
             lora_dropout=plan.lora_dropout,
             adapter_dtype=plan.adapter_dtype,
             attn_implementation=plan.attn_implementation,
-            zero_grad_set_to_none=plan.zero_grad_set_to_none,
+            zero_grad_set_to_none=plan.zero_grad_set_to_none or inference,
             grad_checkpointing_reentrant=plan.grad_checkpointing_reentrant,
             device=device,
         )

@@ -1,0 +1,89 @@
+"""The memory planner's meta -> fake conversion: a model copied on meta, then made fake without values.
+
+There are two conversions of a meta model to fake tensors, on purpose:
+
+* :func:`neurarch.fake.tensors.to_fake` (the trace's) keeps the values of the
+  small buffers and tensor attributes the build made for real on the CPU, so
+  :class:`~neurarch.fake.tensors.ValueMode` can read them (a forward that asks
+  ``int(mask.sum())`` of a buffer gets the real answer).
+* :func:`weights_to_fake` with :func:`fake_attributes` (the planner's, here)
+  makes every parameter and buffer value-less, and turns plain tensor
+  attributes fake once, returning them so the tracker registers them as
+  weights: counted once, alive from the start, instead of a real tensor lifted
+  afresh (a new allocation) at every use.
+
+They differ in what the planner's figures count, so they stay two; merging
+them would move the memory figures.  :func:`meta_copy` gives each simulation
+its own copy of the built model to prepare and convert.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import cast
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+
+def meta_like(t: torch.Tensor) -> torch.Tensor:
+    """An empty meta tensor with ``t``'s shape, strides and dtype."""
+    return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
+
+
+def meta_copy(model: nn.Module) -> nn.Module:
+    """A deep copy of a meta (or already fake) model whose tensors are all on meta."""
+    memo: dict[int, object] = {}
+    for mod in model.modules():
+        for p in mod._parameters.values():
+            if p is not None and id(p) not in memo:
+                memo[id(p)] = nn.Parameter(meta_like(p), requires_grad=p.requires_grad)
+        for b in mod._buffers.values():
+            if b is not None and id(b) not in memo:
+                memo[id(b)] = meta_like(b)
+    return copy.deepcopy(model, memo)
+
+
+def weights_to_fake(model: nn.Module, mode: FakeTensorMode, device: str = "cpu") -> None:
+    """Replace meta parameters and buffers by fake ones (tied tensors stay tied)."""
+    conv = mode.fake_tensor_converter
+    memo: dict[int, torch.Tensor] = {}
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        m = t if t.device.type == "meta" else meta_like(t)
+        return conv.from_meta_and_device(mode, m, torch.device(device))
+
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in memo:
+                memo[id(p)] = nn.Parameter(fake(p.data), requires_grad=p.requires_grad)
+            mod._parameters[name] = cast(nn.Parameter, memo[id(p)])  # made as a Parameter above
+        for name, b in list(mod._buffers.items()):
+            if b is None:
+                continue
+            if id(b) not in memo:
+                memo[id(b)] = fake(b)
+            mod._buffers[name] = memo[id(b)]
+
+
+def fake_attributes(model: nn.Module, mode: FakeTensorMode) -> list[torch.Tensor]:
+    """Plain tensor attributes (not parameters, not buffers) made fake too.
+
+    The builder keeps small tensors real on the CPU (model code reads their
+    values); a real tensor meeting fake ones is lifted afresh at every use,
+    which would count as a new allocation each time.  Converted once here, they
+    are weights-like state alive from the start; returned for registration.
+    """
+    out = []
+    memo: dict[int, torch.Tensor] = {}
+    for mod in model.modules():
+        for name, v in list(vars(mod).items()):
+            if isinstance(v, torch.Tensor) and not isinstance(v, (nn.Parameter, FakeTensor)):
+                if id(v) not in memo:
+                    memo[id(v)] = mode.from_tensor(v) if v.device.type != "meta" else mode.fake_tensor_converter.from_meta_and_device(mode, v, torch.device("cpu"))
+                    out.append(memo[id(v)])
+                object.__setattr__(mod, name, memo[id(v)])
+    return out
