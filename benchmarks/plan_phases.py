@@ -77,8 +77,8 @@ timed(pl, "plan_inputs", "input plan")
 timed(pl, "trace", "trace forward + backward (the layer table)")
 timed(pl, "build_params", "parameter count vs checkpoint")
 timed(pl, "build_structure", "layer table")
-timed(mem, "estimate_with_curve", lambda built, plan, mode="full", **k:
-      f"simulate {mode} at batch {plan.batch}" + (" (steady state: a card's check)" if k.get("steady_only") else " (input batch, two steps)"))
+timed(mem, "estimate_with_curve", lambda built, plan, setup, **k:
+      f"simulate {setup.mode} at batch {plan.batch}" + (" (steady state: a card's check)" if k.get("steady_only") else " (input batch, two steps)"))
 timed(cost, "count_step", "cost: count the step's ops")
 timed(verify, "run", "verifier")
 args = sys.argv[1].split()
