@@ -233,7 +233,7 @@ def one(client: httpx.Client, server: Server, model_id: str, give_up_s: float) -
 
 
 def table(records: list[dict]) -> str:
-    lines = ["| model | seconds | status | worker s | complete |", "|---|---:|---:|---:|---|"]
+    lines = ["| model | seconds | status | worker s | load | complete |", "|---|---:|---:|---:|---:|---|"]
     for r in records:
         if r.get("complete"):
             what = "yes" + (f" ({'; '.join(r['not_applicable'])})" if r.get("not_applicable") else "")
@@ -242,7 +242,8 @@ def table(records: list[dict]) -> str:
         else:
             what = r.get("error", "")[:120]
         ws = r.get("worker_s")
-        lines.append(f"| {r['model']} | {r['seconds']:.1f} | {r['status']} | {'' if ws is None else f'{ws:.1f}'} | {what} |")
+        load = r.get("load_average")
+        lines.append(f"| {r['model']} | {r['seconds']:.1f} | {r['status']} | {'' if ws is None else f'{ws:.1f}'} | {'' if load is None else f'{load:.1f}'} | {what} |")
     return "\n".join(lines)
 
 
@@ -265,7 +266,21 @@ def summary(records: list[dict], head: dict, tail: dict, args) -> str:
 # ---------------------------------------------------------------- --phases
 
 
-def phases(ids: list[str], out_dir: Path) -> list[dict]:
+def bare_warm() -> None:
+    """The worker's start-up imports before it imported what the forked mode
+    jobs need (``--phases --bare``: the reference the change is measured against)."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    import neurarch.pipeline  # noqa: F401
+    import neurarch.plan.memory  # noqa: F401
+    import neurarch.verify  # noqa: F401
+    from neurarch.sources import catalog
+
+    catalog.entries()
+
+
+def phases(ids: list[str], out_dir: Path, bare: bool = False) -> list[dict]:
     """Where a warm worker's time goes: :func:`neurarch.web.worker.warm`, then
     each id as the worker runs it (:func:`neurarch.web.worker.run_job` with the
     web's default options), its phases timed by wrapping the pipeline's steps
@@ -277,7 +292,10 @@ def phases(ids: list[str], out_dir: Path) -> list[dict]:
     t0 = time.perf_counter()
     from neurarch.web import worker
 
-    worker.warm()
+    if bare:
+        bare_warm()
+    else:
+        worker.warm()
     warm_s = time.perf_counter() - t0
     import neurarch.inputs.prepare as prep
     import neurarch.jobs as jobs_mod
@@ -303,13 +321,19 @@ def phases(ids: list[str], out_dir: Path) -> list[dict]:
     def in_child(name, fn):
         @functools.wraps(fn)
         def inner(*a, **k):
-            had = {m: m in sys.modules for m in ("peft", "bitsandbytes")}
+            had = set(sys.modules)
             t = time.perf_counter()
             try:
                 return fn(*a, **k)
             finally:
                 line = {"job": name(a), "pid": os.getpid(), "seconds": round(time.perf_counter() - t, 2)}
-                line["imported_here"] = [m for m, was in had.items() if not was and m in sys.modules]
+                new = sorted(set(sys.modules) - had)
+                roots: dict[str, int] = {}
+                for m in new:  # what this child had to import itself, by package (two levels for neurarch)
+                    parts = m.split(".")
+                    root = ".".join(parts[:2]) if parts[0] == "neurarch" else parts[0]
+                    roots[root] = roots.get(root, 0) + 1
+                line["imported_here"] = roots
                 with open(child_log, "a") as fh:
                     fh.write(json.dumps(line) + "\n")
 
@@ -352,6 +376,7 @@ def main(argv=None) -> int:
     p.add_argument("--save", type=Path, help="JSON lines, one per model (the machine first); ids already there are skipped")
     p.add_argument("--fresh", action="store_true", help="with --save: start the file again instead of resuming it")
     p.add_argument("--phases", action="store_true", help="no server: time the phases of each plan inside one warm worker process (where the time goes)")
+    p.add_argument("--bare", action="store_true", help="with --phases: start the worker with the imports it had before it pre-imported the mode jobs' modules")
     args = p.parse_args(argv)
     if args.workers < 1 or args.request_timeout <= 0 or args.margin < 0:
         p.error("--workers must be at least 1, --request-timeout positive, --margin not negative")
@@ -366,24 +391,33 @@ def main(argv=None) -> int:
             os.environ["NEURARCH_CACHE_DIR"] = str(Path(tmp) / "cache")  # nothing from a cache
             os.environ["HF_HUB_OFFLINE"] = "1"
             head = machine()
-            rows = phases(ids, Path(tmp))
+            rows = phases(ids, Path(tmp), bare=args.bare)
         print(json.dumps({"run": head, "load_average_end": round(os.getloadavg()[0], 2)}))
         for row in rows:
             print(json.dumps(row))
         return 0
     done: list[dict] = []
+    earlier: list[dict] = []  # the runs a resumed --save file holds already
     if args.save and args.save.exists() and not args.fresh:
         for line in args.save.read_text().splitlines():
             with contextlib.suppress(ValueError):
                 rec = json.loads(line)
                 if "model" in rec:
                     done.append(rec)
+                elif "run" in rec:
+                    earlier.append(rec["run"])
         seen = {r["model"] for r in done}
         ids = [i for i in ids if i not in seen]
     elif args.save:
         args.save.write_text("")
     head = machine()
     records = list(done)
+
+    def stop(signum, frame):  # SIGTERM, and SIGINT where a background shell ignored it: the server goes too
+        raise SystemExit(f"web_cold: stopped by signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     if ids:
         tmp = Path(tempfile.mkdtemp(prefix="neurarch-webcold-"))
         server = Server(args.workers, args.request_timeout, tmp)
@@ -408,7 +442,10 @@ def main(argv=None) -> int:
         finally:
             server.stop()
     tail = machine()
+    for run in earlier:
+        print(f"(earlier run in {args.save}: {run['date']}, load average {run['load_average']} at start, start-up {run.get('startup_s', float('nan')):.1f} s)")
     print(summary(records, head, tail, args))
+    print("(worker s: the plan's time in the worker, as the store keeps it; load: the 1-minute load average when the answer came)")
     return 0 if records and all(r.get("status") == 200 for r in records) else 1
 
 

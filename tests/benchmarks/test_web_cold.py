@@ -68,12 +68,12 @@ def test_a_missing_mode_or_a_section_error_is_incomplete(wc):
 
 def test_table_rows(wc):
     rows = [
-        {"model": "gpt2", "seconds": 52.71, "status": 200, "worker_s": 52.5, "complete": True, "not_applicable": []},
+        {"model": "gpt2", "seconds": 52.71, "status": 200, "worker_s": 52.5, "load_average": 3.46, "complete": True, "not_applicable": []},
         {"model": "facebook/bart-large-cnn", "seconds": 310.04, "status": 504, "error": "the plan took longer than the server's limit of 300 s per request"},
     ]
     text = wc.table(rows)
-    assert "| gpt2 | 52.7 | 200 | 52.5 | yes |" in text
-    assert "| facebook/bart-large-cnn | 310.0 | 504 |  | the plan took longer" in text
+    assert "| gpt2 | 52.7 | 200 | 52.5 | 3.5 | yes |" in text
+    assert "| facebook/bart-large-cnn | 310.0 | 504 |  |  | the plan took longer" in text
 
 
 def test_the_phases_it_times_exist():

@@ -34,15 +34,37 @@ def _die_with_parent() -> None:
 
 
 def warm() -> None:
-    """Everything a job imports, once (the first request does not pay for it)."""
+    """Everything a job imports, once (the first request does not pay for it).
+
+    A plan's memory modes and cost count run in children forked from this
+    process afresh for every plan (:class:`neurarch.jobs.Jobs`): a module
+    only they import (peft for LoRA and QLoRA, bitsandbytes for QLoRA, the
+    cost's op count) would be imported again by every plan's children (3-4 s
+    per child on 2 busy cores), so it is imported here, before any fork; and
+    transformers' modeling base, which the first build would import.  The
+    children run the same modules, imported earlier: the same figures
+    (tests/web/test_web_worker_warm.py)."""
+    import importlib
+
     import torch  # noqa: F401
     import transformers  # noqa: F401
+    import transformers.modeling_utils  # noqa: F401  (every transformers build needs it; about 2 s)
 
+    import neurarch.cost.estimate  # noqa: F401  (the cost's op count, a forked job)
     import neurarch.pipeline  # noqa: F401
+    import neurarch.plan.curve  # noqa: F401
+    import neurarch.plan.fit  # noqa: F401
     import neurarch.plan.memory  # noqa: F401
     import neurarch.verify  # noqa: F401
+    from neurarch.jobs import library_logs
     from neurarch.sources import catalog
 
+    with library_logs():  # bitsandbytes' notice about an optional CPU package stays off the server's log, as in a plan
+        for name in ("peft", "bitsandbytes", "bitsandbytes.functional"):
+            try:
+                importlib.import_module(name)
+            except ImportError:  # not installed: the modes that need it say so in their section
+                pass
     catalog.entries()
 
 
@@ -54,7 +76,9 @@ def _test_job(job: dict) -> tuple:
       blocked first, so the worker's own timer cannot fire: only the parent's
       kill ends it;
     * ``test:hog``: holds ``bytes`` of resident memory (every page written),
-      then waits: the parent's memory watch must kill it.
+      then waits: the parent's memory watch must kill it;
+    * ``test:modules``: which of ``names`` this worker has imported (what
+      the children it forks for a plan inherit).
     """
     if job["kind"] == "test:hang":
         signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
@@ -63,6 +87,8 @@ def _test_job(job: dict) -> tuple:
         held = b"\x01" * int(job["bytes"])  # written, so resident (not lazily mapped zeros)
         time.sleep(float(job.get("hold_s", 600)))
         return ("ok", str(len(held)), 0.0, None)
+    elif job["kind"] == "test:modules":
+        return ("ok", json.dumps({name: name in sys.modules for name in job["names"]}), 0.0, None)
     return ("error", 400, "bad_job", f"unknown job kind {job['kind']!r}", None, {})
 
 

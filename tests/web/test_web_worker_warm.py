@@ -1,0 +1,73 @@
+"""A warm worker imports, before any plan, what the plan's forked mode jobs
+would otherwise import again for every plan (peft, bitsandbytes, the cost's
+op count, transformers' modeling base), and the figures do not move: the
+app's LoRA and QLoRA plan of a tiny Llama equals the CLI's for the same
+config, apart from the ``seconds`` fields and the paste's name."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from neurarch.web.pool import Pool
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: tiny_configs
+from tiny_configs import LLAMA  # noqa: E402
+
+PRE_IMPORTED = ("peft", "bitsandbytes", "bitsandbytes.functional", "transformers.modeling_utils", "neurarch.cost.estimate", "neurarch.plan.curve", "neurarch.plan.fit")
+
+
+def no_seconds(x):
+    if isinstance(x, dict):
+        return {k: no_seconds(v) for k, v in x.items() if k != "seconds"}
+    if isinstance(x, list):
+        return [no_seconds(v) for v in x]
+    return x
+
+
+def test_a_worker_has_imported_what_the_mode_jobs_need_before_any_plan():
+    want = [m for m in PRE_IMPORTED if importlib.util.find_spec(m.split(".")[0]) is not None]
+    assert "peft" in want and "bitsandbytes" in want  # both are dependencies of neurarch (pyproject)
+
+    async def scenario():
+        pool = Pool(1, time_limit_s=60.0, queue_size=2, test_jobs=True)
+        await pool.start()
+        try:
+            answer = await pool.submit({"kind": "test:modules", "names": want + ["neurarch.web.app"], "timeout_s": 60})
+        finally:
+            await pool.close()
+        return json.loads(answer[1])
+
+    seen = asyncio.run(scenario())
+    assert seen == {**{m: True for m in want}, "neurarch.web.app": False}  # a control: the worker never imports the app
+
+
+def test_lora_and_qlora_figures_equal_the_clis(web_client, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA))
+    out = tmp_path / "cli.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neurarch.cli", str(cfg), "--plan", "--modes", "lora,qlora", "--format", "json", "-o", str(out)],
+        env=dict(os.environ, NO_COLOR="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        r = web_client.post("/api/v1/plan", json={"config": LLAMA, "options": {"modes": ["lora", "qlora"]}})
+        _, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert r.status_code == 200, r.text[:500]
+    web, cli = r.json(), json.loads(out.read_text())
+    assert web["memory"]["lora"] and web["memory"]["qlora"] and not web["errors"]
+    for rep in (web, cli):  # the paste is named, the CLI's report names its file
+        rep["model"].pop("id")
+        rep["model"].pop("provenance")
+    assert no_seconds(web) == no_seconds(cli)
