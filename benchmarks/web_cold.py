@@ -34,9 +34,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import html
 import json
 import os
 import platform
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -209,11 +212,15 @@ def one(client: httpx.Client, server: Server, model_id: str, give_up_s: float) -
         rec["status"] = r.status_code
         rec["cache"] = r.headers.get("x-neurarch-cache")
         rec["page_bytes"] = len(r.content)
-        if r.status_code != 200:
-            try:
-                rec["error"] = r.json()["error"]["message"]
-            except Exception:
-                rec["error"] = r.text[:300]
+        if r.status_code != 200:  # the error page says it in <p id="error">; a JSON error in its message
+            found = re.search(r'<p class="bad" id="error">(.*?)</p>', r.text, re.S)
+            if found:
+                rec["error"] = html.unescape(found.group(1)).strip()
+            else:
+                try:
+                    rec["error"] = r.json()["error"]["message"]
+                except Exception:
+                    rec["error"] = r.text[:300]
     except httpx.TimeoutException:
         rec.update(seconds=round(time.perf_counter() - t0, 2), status=-1, error=f"no answer within {give_up_s:g} s (client gave up)")
         return rec
@@ -375,6 +382,7 @@ def main(argv=None) -> int:
     p.add_argument("--margin", type=float, default=60.0, help="seconds past the server's limit before the client gives up on an answer (default 60)")
     p.add_argument("--save", type=Path, help="JSON lines, one per model (the machine first); ids already there are skipped")
     p.add_argument("--fresh", action="store_true", help="with --save: start the file again instead of resuming it")
+    p.add_argument("--keep", action="store_true", help="keep the server's temporary folder (its log, and the store with every report it computed)")
     p.add_argument("--phases", action="store_true", help="no server: time the phases of each plan inside one warm worker process (where the time goes)")
     p.add_argument("--bare", action="store_true", help="with --phases: start the worker with the imports it had before it pre-imported the mode jobs' modules")
     args = p.parse_args(argv)
@@ -441,6 +449,10 @@ def main(argv=None) -> int:
                         break
         finally:
             server.stop()
+            if args.keep:
+                print(f"web_cold: the server's folder (log, store with every report, cache) is kept in {tmp}", file=sys.stderr)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
     tail = machine()
     for run in earlier:
         print(f"(earlier run in {args.save}: {run['date']}, load average {run['load_average']} at start, start-up {run.get('startup_s', float('nan')):.1f} s)")
