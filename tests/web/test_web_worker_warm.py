@@ -71,3 +71,28 @@ def test_lora_and_qlora_figures_equal_the_clis(web_client, tmp_path):
         rep["model"].pop("id")
         rep["model"].pop("provenance")
     assert no_seconds(web) == no_seconds(cli)
+
+
+def test_a_broken_optional_import_does_not_stop_a_worker(tmp_path):
+    """A bitsandbytes whose import raises (a broken install) fails the plans' modes that import it, as
+    before the worker imported it at start-up; the worker itself still starts."""
+    broken = tmp_path / "bitsandbytes"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise RuntimeError('a broken native library')\n")
+
+    async def scenario():
+        pool = Pool(1, time_limit_s=60.0, queue_size=2, test_jobs=True)
+        sys.path.insert(0, str(tmp_path))  # a spawned worker starts with its parent's sys.path
+        try:
+            await pool.start()
+        finally:
+            sys.path.remove(str(tmp_path))
+        try:
+            answer = await pool.submit({"kind": "test:modules", "names": ["bitsandbytes", "peft", "transformers.modeling_utils"], "timeout_s": 60})
+        finally:
+            await pool.close()
+        return json.loads(answer[1])
+
+    # peft imports bitsandbytes when it finds it installed, so it fails too (as a LoRA job's own import would);
+    # the worker started and answers, with the rest of its start-up done.
+    assert asyncio.run(scenario()) == {"bitsandbytes": False, "peft": False, "transformers.modeling_utils": True}
