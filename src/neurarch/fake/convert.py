@@ -20,7 +20,7 @@ its own copy of the built model to prepare and convert.
 from __future__ import annotations
 
 import copy
-from typing import cast
+from typing import Callable, cast
 
 import torch
 from torch import nn
@@ -45,6 +45,26 @@ def meta_copy(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model, memo)
 
 
+def swap_weights(module: nn.Module, param: Callable[[torch.Tensor], torch.Tensor], buffer: Callable[[torch.Tensor], torch.Tensor], memo: dict[int, torch.Tensor]) -> None:
+    """Replace, in place, every parameter of ``module``'s modules by ``nn.Parameter(param(p.data))``
+    (its ``requires_grad`` kept) and every buffer by ``buffer(b)``; ``memo`` (by ``id``) makes a
+    tensor registered in several places (tied weights) one new tensor.  Both conversions walk the
+    model with it; they differ in ``param`` and ``buffer``."""
+    for mod in module.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in memo:
+                memo[id(p)] = nn.Parameter(param(p.data), requires_grad=p.requires_grad)
+            mod._parameters[name] = cast(nn.Parameter, memo[id(p)])  # made as a Parameter (here, where it was first seen)
+        for name, b in list(mod._buffers.items()):
+            if b is None:
+                continue
+            if id(b) not in memo:
+                memo[id(b)] = buffer(b)
+            mod._buffers[name] = memo[id(b)]
+
+
 def weights_to_fake(model: nn.Module, mode: FakeTensorMode, device: str = "cpu") -> None:
     """Replace meta parameters and buffers by fake ones (tied tensors stay tied)."""
     conv = mode.fake_tensor_converter
@@ -54,19 +74,7 @@ def weights_to_fake(model: nn.Module, mode: FakeTensorMode, device: str = "cpu")
         m = t if t.device.type == "meta" else meta_like(t)
         return conv.from_meta_and_device(mode, m, torch.device(device))
 
-    for mod in model.modules():
-        for name, p in list(mod._parameters.items()):
-            if p is None:
-                continue
-            if id(p) not in memo:
-                memo[id(p)] = nn.Parameter(fake(p.data), requires_grad=p.requires_grad)
-            mod._parameters[name] = cast(nn.Parameter, memo[id(p)])  # made as a Parameter above
-        for name, b in list(mod._buffers.items()):
-            if b is None:
-                continue
-            if id(b) not in memo:
-                memo[id(b)] = fake(b)
-            mod._buffers[name] = memo[id(b)]
+    swap_weights(model, fake, fake, memo)
 
 
 def fake_attributes(model: nn.Module, mode: FakeTensorMode) -> list[torch.Tensor]:

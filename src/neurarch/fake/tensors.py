@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import cast
 
 import torch
 from torch import nn
@@ -82,19 +81,10 @@ def to_fake(model: nn.Module, mode: FakeTensorMode, device: torch.device | str =
             return f
         return conv.from_meta_and_device(mode, t, device)
 
+    from .convert import swap_weights
+
+    swap_weights(model, fake, lambda b: fake(b, keep_value=True), memo)
     for mod in model.modules():
-        for name, p in list(mod._parameters.items()):
-            if p is None:
-                continue
-            if id(p) not in memo:
-                memo[id(p)] = nn.Parameter(fake(p.data), requires_grad=p.requires_grad)
-            mod._parameters[name] = cast(nn.Parameter, memo[id(p)])  # made from a parameter (above, or where it was first seen)
-        for name, b in list(mod._buffers.items()):
-            if b is None:
-                continue
-            if id(b) not in memo:
-                memo[id(b)] = fake(b, keep_value=True)
-            mod._buffers[name] = memo[id(b)]
         for name, v in list(vars(mod).items()):
             if isinstance(v, torch.Tensor) and not isinstance(v, (nn.Parameter, FakeTensor)):
                 if id(v) not in memo:
