@@ -781,7 +781,7 @@ def _warm_sweep(engine, todo: list[dict], values: dict, s: Settings, env: dict, 
             memory_limit_bytes=int(s.memory_limit_gib * (1 << 30)),
             workers=1,
             resume=False,
-            preload=("neurarch.web.worker", "torch", "transformers", "neurarch.pipeline"),
+            preload=("neurarch.web.preload",),  # worker.warm(): what a pool worker imports at start
             env=env,
             key=lambda item: item["id"],
         )
