@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from web_fixtures import TINY_BERT
+from web_fixtures import TINY_BERT, no_seconds
 
 RESNET = "microsoft/resnet-50"
 RESNET_PUBLISHED = 25_610_152  # Hub safetensors.total (shared/catalog/CHECKPOINT_COUNTS.tsv)
@@ -61,14 +61,6 @@ ERROR_SCHEMA = {
         }
     },
 }
-
-
-def no_seconds(x):
-    if isinstance(x, dict):
-        return {k: no_seconds(v) for k, v in x.items() if k != "seconds"}
-    if isinstance(x, list):
-        return [no_seconds(v) for v in x]
-    return x
 
 
 def error_of(resp, status: int) -> dict:

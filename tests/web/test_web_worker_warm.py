@@ -14,20 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from web_fixtures import no_seconds
+
 from neurarch.web.pool import Pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: tiny_configs
 from tiny_configs import LLAMA  # noqa: E402
 
 PRE_IMPORTED = ("peft", "bitsandbytes", "bitsandbytes.functional", "transformers.modeling_utils", "neurarch.cost.estimate", "neurarch.plan.curve", "neurarch.plan.fit")
-
-
-def no_seconds(x):
-    if isinstance(x, dict):
-        return {k: no_seconds(v) for k, v in x.items() if k != "seconds"}
-    if isinstance(x, list):
-        return [no_seconds(v) for v in x]
-    return x
 
 
 def test_a_worker_has_imported_what_the_mode_jobs_need_before_any_plan():

@@ -16,6 +16,15 @@ TINY_BERT = {
 }
 
 
+def no_seconds(x):
+    """A report's JSON without its ``seconds`` fields (timings: the one part two runs may differ in)."""
+    if isinstance(x, dict):
+        return {k: no_seconds(v) for k, v in x.items() if k != "seconds"}
+    if isinstance(x, list):
+        return [no_seconds(v) for v in x]
+    return x
+
+
 def hub_env(endpoint: str, tmp: Path) -> dict:
     """Worker environment that points huggingface_hub at a local hub (read at import, hence the environment)."""
     return {
