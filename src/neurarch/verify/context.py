@@ -70,6 +70,12 @@ class CheckContext:
             self._modules = dict(self.model.named_modules())
         return self._modules.get(name)
 
+    def name_of(self, module: nn.Module) -> Optional[str]:
+        """The name the layer table uses for ``module`` (its first registered name), or None."""
+        if not self._modules:
+            self._modules = dict(self.model.named_modules())
+        return next((n for n, m in self._modules.items() if m is module), None)
+
     @property
     def forward_ok(self) -> bool:
         return bool(self.report.forward_pass and self.report.forward_pass.ok)

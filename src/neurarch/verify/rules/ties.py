@@ -24,8 +24,7 @@ def _heads(ctx: CheckContext):
         return None
     if emb_in is None or emb_out is None or getattr(emb_in, "weight", None) is None or getattr(emb_out, "weight", None) is None:
         return None
-    names = {id(m): n for n, m in ctx.model.named_modules(remove_duplicate=False)}
-    return names.get(id(emb_in), "the input embedding"), emb_in, names.get(id(emb_out), "the output head"), emb_out
+    return ctx.name_of(emb_in) or "the input embedding", emb_in, ctx.name_of(emb_out) or "the output head", emb_out
 
 
 def _applies(ctx: CheckContext):

@@ -18,7 +18,7 @@ def _embedding(ctx: CheckContext):
     rows = getattr(emb, "num_embeddings", None)
     if not isinstance(rows, int):
         return None
-    name = next((n for n, m in ctx.model.named_modules() if m is emb), "the input embedding")
+    name = ctx.name_of(emb) or "the input embedding"
     return name, rows
 
 
