@@ -1,0 +1,59 @@
+"""Where one memory simulation's time goes: cProfile and FakeTensor's dispatch-cache counters.
+
+    python benchmarks/profile_sim.py gpt2 lora 8      # model, mode, batch (a card's check: steady state)
+
+Builds the model and its inputs as ``--plan`` does, runs the simulation once
+to warm up, then once more at ``batch + 1`` under cProfile (the figures of a
+check simulation: step 2 alone, the simulation cache off).  Prints the
+seconds, FakeTensor's cache hits / misses / bypasses by reason for that run,
+the share of the time spent building the cache key (``_prep_args_for_hash``)
+and in the live-storage tracker's own code, and the top functions by own time.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import dataclasses
+import pstats
+import sys
+import time
+
+
+def main() -> None:
+    spec, mode, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    from torch._subclasses.fake_tensor import FakeTensorMode as F
+
+    from neurarch.inputs.prepare import prepare
+    from neurarch.options import Options, PlanOptions
+    from neurarch.plan.memory import estimate_with_curve, with_batch
+    from neurarch.plan.train import TrainSetup
+
+    opts = dataclasses.replace(Options(), plan=PlanOptions())
+    p = prepare(spec, opts)
+    setup = TrainSetup.from_plan(opts.plan, mode=mode, precision=opts.precision)
+
+    def run(b: int):
+        return estimate_with_curve(p.trained, with_batch(p.plan, b), setup, steady_only=True, cache=False)
+
+    run(batch)
+    F.cache_hits, F.cache_misses = 0, 0
+    F.cache_bypasses.clear()
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    run(batch + 1)
+    prof.disable()
+    total = time.perf_counter() - t
+    info = F.cache_info()
+    stats = pstats.Stats(prof)
+    cum = {f"{k[0].rsplit('/', 1)[-1]}:{k[2]}": v[3] for k, v in stats.stats.items()}  # type: ignore[attr-defined]
+    key = cum.get("fake_tensor.py:_prep_args_for_hash", 0.0)
+    tracker = cum.get("tracker.py:__torch_dispatch__", 0.0) - cum.get("fake_tensor.py:__torch_dispatch__", 0.0)
+    print(f"{spec} {mode} at batch {batch + 1} (steady state): {total:.2f} s")
+    print(f"FakeTensor cache: {info.hits} hits, {info.misses} misses, bypasses {dict(sorted(info.bypasses.items(), key=lambda kv: -kv[1]))}")
+    print(f"cache key building: {key:.2f} s ({100 * key / total:.0f} %); the tracker's own code: {tracker:.2f} s ({100 * tracker / total:.0f} %)\n")
+    stats.sort_stats("tottime").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()
