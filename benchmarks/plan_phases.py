@@ -55,6 +55,7 @@ PHASES_CHILD = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
 import neurarch.pipeline as pl
+import neurarch.inputs.prepare as prep
 import neurarch.plan.memory as mem
 import neurarch.cost as cost
 import neurarch.verify as verify
@@ -72,8 +73,8 @@ def timed(module, name, label):
             rows.append((label(*a, **k) if callable(label) else label, time.perf_counter() - t))
     setattr(module, name, wrapper)
 
-timed(pl, "build", "build on meta")
-timed(pl, "plan_inputs", "input plan")
+timed(prep, "build", "build on meta")
+timed(prep, "plan_inputs", "input plan")
 timed(pl, "trace", "trace forward + backward (the layer table)")
 timed(pl, "build_params", "parameter count vs checkpoint")
 timed(pl, "build_structure", "layer table")
