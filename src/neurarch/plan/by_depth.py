@@ -68,6 +68,7 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
     sim.kv_cache_bytes = depth.line_int(sa.kv_cache_bytes, sb.kv_cache_bytes, ua, ub, n)
     sim.context_len = sb.context_len
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
+    sim.exact = {k: pts[k].total for k in sim.curve}
     sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
     sim.lives, sim.forward_end = sb.lives, sb.forward_end  # the 3-repeat run's, for the per-layer split
     sim.cut = (stack, ub)
@@ -205,6 +206,7 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
     pts = depth.points(sim.lives, _ops(sim), _NO_STACK, 0, category, cuda_round)
     keep = _steady_filter(setup, pts)
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
+    sim.exact = {k: pts[k].total for k in sim.curve}
     sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
     sim.ops = None
     if why:

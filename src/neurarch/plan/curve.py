@@ -22,6 +22,7 @@ class Curve:
     values: dict
     sharded: dict = field(default_factory=dict)  # label -> weights + gradients + optimizer state alive there (what FSDP divides)
     segments: list | None = None  # [(segment, bytes)] in execution order, for a pipeline cut (full mode)
+    exact: dict = field(default_factory=dict)  # label -> live bytes before the allocator's rounding, plus the same overhead (the batch search's bound)
 
 
 def encode_result(mem: MemoryMode, curve: Curve | None) -> dict:
@@ -35,6 +36,7 @@ def encode_result(mem: MemoryMode, curve: Curve | None) -> dict:
             "values": [[list(k), v] for k, v in curve.values.items()],
             "sharded": [[list(k), v] for k, v in curve.sharded.items()],
             "segments": None if curve.segments is None else [list(s) for s in curve.segments],
+            "exact": [[list(k), v] for k, v in curve.exact.items()],
         },
     }
 
@@ -51,6 +53,7 @@ def decode_result(raw: dict) -> tuple[MemoryMode, Curve | None]:
             {tuple(k): v for k, v in c["values"]},
             {tuple(k): v for k, v in c["sharded"]},
             None if c["segments"] is None else [tuple(s) for s in c["segments"]],
+            {tuple(k): v for k, v in c.get("exact", [])},
         )
     )
     return mem, curve

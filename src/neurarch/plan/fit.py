@@ -2,12 +2,16 @@
 
 The memory simulation (:mod:`.memory`) gives a CUDA card's need at a batch,
 and what the card holds right after every op (the curve).  For each mode we
-simulate batch 1 and 2 (shared by every card); each op's bytes lie on a line
-in the batch, so each card's largest batch is where the first of those lines
-crosses its memory.  Then we **simulate that batch** to check it; when it does
-not fit (allocator rounding is not linear) we predict again between the
-largest batch known to fit and the one that failed.  A card fits a batch when
-``peak_bytes x headroom <= card memory`` (headroom 1.15 by default, as the seed).
+simulate batch 1 and 2 (shared by every card; 2 and 3 when batch 1 runs other
+ops); each op's bytes lie on a line in the batch, so each card's largest batch
+is where the first of those lines crosses its memory.  Then we **simulate that
+batch** to check it.  Allocator rounding makes the lines inexact for some models
+(a ViT's 197 tokens give tensor sizes that are not multiples of 512 bytes), so
+a batch that fits is the answer only once the next batch is shown not to fit:
+simulated, or by a lower bound from the unrounded bytes (:func:`_next_cannot_fit`);
+else we predict again, between the largest batch known to fit and the smallest
+known not to.  A card fits a batch when ``peak_bytes x headroom <= card memory``
+(headroom 1.15 by default, as the seed).
 
 Where batch 1 does not fit one card, ``fsdp_plans`` estimates FSDP / ZeRO-3
 full sharding: at every op, the weights, gradients and optimizer state alive
@@ -58,35 +62,92 @@ def largest_batch(sim_at: Callable[[int], tuple], budget: float, limit: int = MA
     """Largest batch with ``peak_bytes <= budget``; (0, True) when batch 1 does not fit.
 
     ``sim_at(batch)`` is a cached simulation returning ``(MemoryMode, Curve)``.
-    The batch is predicted from the per-op lines through batch 1 and 2, then
-    simulated; if it does not fit, predicted again between the largest batch
-    known to fit and the one that failed.  Returns the batch and whether it was simulated.
+    The batch is predicted from the per-op lines through batch 1 and 2 (2 and 3
+    when batch 1 runs other ops), then simulated.  A batch that fits is the
+    answer only once the next one is shown not to (:func:`_next_cannot_fit`:
+    simulated, or bounded from the simulations); otherwise the search goes on,
+    between the largest batch known to fit and the smallest known not to.
+    Returns the batch and whether it was simulated.
     """
     known: dict[int, tuple] = {1: sim_at(1)}
     if known[1][0].peak_bytes > budget:
         return 0, True
     known[2] = sim_at(2)
-    c = batch_from_curves(known[1][1], known[2][1], budget, limit)
+    a, b = 1, 2
+    if not _aligned(known[1][1], known[2][1]) and limit >= 3:
+        known[3] = sim_at(3)  # batch 1 runs other ops (a size-1 dimension): the lines start at 2
+        if known[3][0].peak_bytes > budget:
+            return (2, True) if known[2][0].peak_bytes <= budget else (1, True)
+        a, b = 2, 3
+    c = batch_from_curves(known[a][1], known[b][1], budget, limit)
     if c is None:  # the runs do not line up: the line through the two peaks
-        p1, p2 = known[1][0].peak_bytes, known[2][0].peak_bytes
-        if p2 <= p1:
+        pa, pb = known[a][0].peak_bytes, known[b][0].peak_bytes
+        if pb <= pa:
             return limit, False
-        c = int(min(limit, max(1, math.floor(1 + (budget - p1) / (p2 - p1)))))
-    for _ in range(8):
+        c = int(min(limit, max(1, math.floor(a + (budget - pa) * (b - a) / (pb - pa)))))
+    for _ in range(12):
         c = max(1, min(limit, c))
         if c not in known:
             known[c] = sim_at(c)
-        lo = max(b for b, (m, _) in known.items() if m.peak_bytes <= budget)
-        if known[c][0].peak_bytes <= budget:
-            return c, True
-        if c - 1 <= lo:
+        lo = max(x for x, (m, _) in known.items() if m.peak_bytes <= budget)
+        hi = min((x for x, (m, _) in known.items() if m.peak_bytes > budget), default=None)
+        if lo >= limit or hi == lo + 1 or _next_cannot_fit(known, lo, budget):
             return lo, True
-        nxt = batch_from_curves(known[lo][1], known[c][1], budget, limit)
-        if nxt is None:  # the line through the two peaks
-            pl, pc = known[lo][0].peak_bytes, known[c][0].peak_bytes
-            nxt = lo + math.floor((budget - pl) * (c - lo) / (pc - pl)) if pc > pl else c - 1
-        c = max(lo, min(c - 1, nxt))
-    return max(b for b, (m, _) in known.items() if m.peak_bytes <= budget), True
+        if hi is None:  # lo fits and lo + 1 may: up, along the line through lo and the batch below it
+            below = max(x for x in known if x < lo)
+            nxt = batch_from_curves(known[below][1], known[lo][1], budget, limit)
+            if nxt is None:
+                pb, pl = known[below][0].peak_bytes, known[lo][0].peak_bytes
+                nxt = lo + math.floor((budget - pl) * (lo - below) / (pl - pb)) if pl > pb else lo + 1
+            c = max(lo + 1, nxt)
+        else:  # between the two
+            nxt = batch_from_curves(known[lo][1], known[hi][1], budget, limit)
+            if nxt is None:  # the line through the two peaks
+                pl, ph = known[lo][0].peak_bytes, known[hi][0].peak_bytes
+                nxt = lo + math.floor((budget - pl) * (hi - lo) / (ph - pl)) if ph > pl else lo + 1
+            c = max(lo + 1, min(hi - 1, nxt))
+    return max(x for x, (m, _) in known.items() if m.peak_bytes <= budget), True
+
+
+def _aligned(a, b) -> bool:
+    return a is not None and b is not None and a.values.keys() == b.values.keys()
+
+
+def _next_cannot_fit(known: dict[int, tuple], lo: int, budget: float) -> bool:
+    """Whether batch ``lo + 1`` is shown not to fit without simulating it.
+
+    * Simulated: it does not fit.
+    * The lines are exact: the curves at two smaller batches predict every op's
+      bytes at ``lo`` exactly, and their lines put ``lo + 1`` over the budget
+      (what the planner has always assumed of linear models; allocator rounding
+      makes some models' lines inexact, and then this does not hold).
+    * A bound: an op's live bytes before rounding are a sum of tensor sizes,
+      each a polynomial in the batch with nonnegative coefficients, so they grow
+      at least as fast from ``lo`` to ``lo + 1`` as on average from a smaller
+      batch to ``lo``; rounding only adds.  If that lower bound is over the
+      budget at some op, ``lo + 1`` does not fit.
+    """
+    nxt = known.get(lo + 1)
+    if nxt is not None:
+        return nxt[0].peak_bytes > budget
+    curve = known[lo][1]
+    if curve is None:
+        return False
+    smaller = sorted((x for x in known if x < lo and _aligned(known[x][1], curve)), reverse=True)
+    for i, x in enumerate(smaller):
+        for y in smaller[i + 1 :]:
+            cx, cy = known[x][1], known[y][1]
+            exact = cy.values.keys() == curve.values.keys() and all(cy.values[k] * (x - y) + (cx.values[k] - cy.values[k]) * (lo - y) == v * (x - y) for k, v in curve.values.items())
+            if exact and batch_from_curves(cy, cx, budget) == lo:
+                return True
+    if curve.exact and smaller:
+        x = smaller[0]
+        low = known[x][1].exact
+        if low.keys() == curve.exact.keys():
+            for k, v in curve.exact.items():
+                if v + (v - low[k]) / (lo - x) > budget:
+                    return True
+    return False
 
 
 HOPPER_OR_NEWER = ("H100", "H200", "GH200", "B100", "B200", "GB200")  # cuBLAS's 32 MiB workspace (sm90 / sm100)

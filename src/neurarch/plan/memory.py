@@ -162,7 +162,7 @@ def _estimate_with_curve(
             "in fp32; that helper also turns on gradient checkpointing by default, here only with grad_checkpointing"
         )
     overhead = peak_bytes - sim.rounded_bytes
-    curve = Curve(plan.batch, {k: v + overhead for k, v in sim.curve.items()}, sim.sharded or {}) if sim.curve else None
+    curve = Curve(plan.batch, {k: v + overhead for k, v in sim.curve.items()}, sim.sharded or {}, exact={k: v + overhead for k, v in (sim.exact or {}).items()}) if sim.curve else None
     if curve is not None and mode == "full" and not steady_only:
         try:
             curve.segments = segment_bytes(built.model, sim, peak)

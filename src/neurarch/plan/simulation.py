@@ -87,6 +87,7 @@ class Simulation:
     method: str = "simulated"  # or how the figures were extrapolated (neurarch.plan.depth)
     curve: dict | None = field(repr=False, default=None)  # label -> rounded live bytes at the steady state (see fit.py)
     sharded: dict | None = field(repr=False, default=None)  # label -> weights + gradients + optimizer bytes there
+    exact: dict | None = field(repr=False, default=None)  # label -> live bytes before rounding (the curve's lower bound)
     forward_end: int | None = None  # event at which the last step's forward ended (saved activations all alive)
     cut: tuple | None = None  # (stack, repeats) when lives come from a cut run
 

@@ -1,0 +1,87 @@
+"""Is each card's largest batch really the largest?  An independent check of the batch search.
+
+    python benchmarks/batch_search_check.py openai/clip-vit-base-patch16 --modes full,lora
+    python benchmarks/batch_search_check.py gpt2 google/vit-base-patch16-224
+
+For each model and mode, runs the planner's batch search over the built-in cards
+(``plan.fit.mode_result``, as ``--plan`` does, one process, no cache) and counts
+the simulations it took.  Then, per card, simulates the answer B and B + 1 again
+from scratch, each on its own: B must fit the card (``peak_bytes x headroom <=
+memory``) and B + 1 must not.  Prints a Markdown table per model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import sys
+import time
+
+
+def check(spec: str, modes: list[str]) -> bool:
+    import neurarch.cards as cards_mod
+    from neurarch.inputs.prepare import prepare
+    from neurarch.options import DEFAULT_HEADROOM, Options, PlanOptions
+    from neurarch.plan.fit import mode_result, workspace_saving
+    from neurarch.plan.memory import estimate_with_curve, with_batch
+    from neurarch.plan.train import TrainSetup
+
+    opts = dataclasses.replace(Options(), plan=PlanOptions())
+    assert opts.plan is not None
+    p = prepare(spec, opts)
+    cards = list(cards_mod.builtin_cards())
+    ok = True
+    print(f"\n### {spec}\n")
+    print("| mode | simulations | seconds | card | largest batch | it fits | the next fits |")
+    print("|---|---:|---:|---|---:|---|---|")
+    for mode in modes:
+        setup = TrainSetup.from_plan(opts.plan, mode=mode, precision=opts.precision)
+        sims: dict = {}
+
+        def at(b: int, sims=sims, setup=setup):
+            if b not in sims:
+                sims[b] = estimate_with_curve(p.trained, with_batch(p.plan, b), setup, steady_only=b != p.plan.batch, cache=False)
+            return sims[b]
+
+        t = time.perf_counter()
+        try:
+            out = mode_result(at, p.plan.batch, cards, mode)
+        except Exception as e:  # a mode that does not apply (QLoRA on a model without linear layers)
+            print(f"| {mode} | | | | {type(e).__name__}: {str(e).splitlines()[0][:80]} | | |")
+            continue
+        seconds = time.perf_counter() - t
+        for i, card in enumerate(cards):
+            b, _ = out.fits[card.name]
+            budget = card.memory_bytes / DEFAULT_HEADROOM + workspace_saving(card, mode)
+
+            def fits(n: int, setup=setup, budget=budget) -> bool:
+                return estimate_with_curve(p.trained, with_batch(p.plan, n), setup, steady_only=True, cache=False)[0].peak_bytes <= budget
+
+            this = fits(b) if b else True
+            nxt = fits(b + 1)
+            ok &= this and not nxt
+            head = f"| {mode} | {len(sims)} | {seconds:.1f} " if i == 0 else "| | | "
+            print(f"{head}| {card.name} | {b} | {'yes' if this else 'NO'} | {'YES' if nxt else 'no'} |", flush=True)
+    return ok
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    modes = ["full", "lora", "qlora", "inference"]
+    if "--modes" in args:
+        i = args.index("--modes")
+        modes = args[i + 1].split(",")
+        del args[i : i + 2]
+    import torch
+    import transformers
+
+    print(
+        f"machine: {platform.machine()}, python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+    bad = [spec for spec in args if not check(spec, modes)]
+    print(f"\n{len(args) - len(bad)} of {len(args)} models: every card's batch fits and the next does not" + (f"; not: {', '.join(bad)}" if bad else ""))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

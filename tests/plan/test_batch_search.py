@@ -1,0 +1,94 @@
+"""The batch search (plan.fit.largest_batch) against a brute-force answer.
+
+Each fake "simulation" is a set of op labels whose bytes are sums of tensor sizes
+rounded up to 512 bytes, the allocator's rule, so the per-op lines through two
+batches are not exact.  The reference answer is the brute force: the largest batch
+whose peak is within the budget, found by evaluating every batch.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from neurarch.plan.curve import Curve
+from neurarch.plan.fit import largest_batch
+
+
+def _round(n: int) -> int:
+    return -(-n // 512) * 512
+
+
+class FakeModel:
+    """Labels, each a list of tensors (fixed bytes, bytes per sample); batch 1 may run one op less."""
+
+    def __init__(self, labels: dict[str, list[tuple[int, int]]], one_differs: bool = False):
+        self.labels = labels
+        self.one_differs = one_differs
+        self.runs: list[int] = []
+
+    def label_bytes(self, b: int) -> dict[tuple, tuple[int, int]]:
+        out = {}
+        for name, tensors in self.labels.items():
+            if self.one_differs and b == 1 and name == "extra":
+                continue
+            out[(2, "forward", name, 0)] = (sum(_round(f + k * b) for f, k in tensors), sum(f + k * b for f, k in tensors))
+        return out
+
+    def peak(self, b: int) -> int:
+        return max(r for r, _ in self.label_bytes(b).values())
+
+    def sim_at(self, b: int):
+        self.runs.append(b)
+        lb = self.label_bytes(b)
+        curve = Curve(b, {k: r for k, (r, _) in lb.items()}, exact={k: u for k, (_, u) in lb.items()})
+        return SimpleNamespace(peak_bytes=max(r for r, _ in lb.values())), curve
+
+    def brute(self, budget: float, limit: int = 65_536) -> int:
+        best = 0
+        for b in range(1, limit + 1):
+            if self.peak(b) > budget:
+                break
+            best = b
+        return best
+
+
+ROUNDED = {  # per-sample sizes that are not multiples of 512: the lines miss by up to a few KB
+    "attn": [(10_000_000, 1_862_832), (0, 605_184), (0, 77 * 4 * 7)],
+    "mlp": [(10_000_000, 2_420_736), (3_000, 4_100)],
+    "extra": [(20_000_000, 300 * 4 + 3)],
+}
+
+
+@pytest.mark.parametrize("one_differs", [False, True])
+def test_the_largest_batch_with_rounding(one_differs):
+    model = FakeModel(ROUNDED, one_differs)
+    wrong = 0
+    for budget in range(200_000_000, 20_000_000_000, 97_654_321):
+        model.runs.clear()
+        found, checked = largest_batch(model.sim_at, budget)
+        assert checked
+        assert found == model.brute(budget), budget
+        assert found in model.runs  # the answer was itself simulated
+        wrong += len(model.runs) > 6
+    assert wrong == 0  # and it took a handful of simulations, not a scan
+
+
+def test_linear_models_take_one_check():
+    # Sizes that are multiples of 512: the lines are exact, one simulation beyond batch 1 and 2.
+    model = FakeModel({"a": [(1 << 20, 512 * 1000)], "b": [(1 << 21, 512 * 900), (0, 512)]})
+    for budget in (3e8, 7.7e9, 1.3e11):
+        model.runs.clear()
+        found, _ = largest_batch(model.sim_at, budget)
+        assert found == model.brute(budget)
+        assert model.runs[:2] == [1, 2] and len(model.runs) == 3
+
+
+def test_the_next_batch_is_shown_not_to_fit():
+    # A budget just above batch n's peak: the search must not stop at a batch below n.
+    model = FakeModel(ROUNDED)
+    n = 1_234
+    budget = model.peak(n)
+    assert largest_batch(model.sim_at, budget)[0] == n == model.brute(budget)
+    assert largest_batch(model.sim_at, budget - 1)[0] == n - 1
