@@ -162,3 +162,33 @@ def test_autocast_weight_copies_are_flagged():
     ev = sim.forward_end
     alive = sum(x.nbytes for x in sim.lives if x.weight_copy and x.start <= ev and (x.end is None or x.end > ev))
     assert alive == (7 * 36_864 + 64_000) * 2
+
+
+def test_a_model_mostly_outside_its_stack_is_simulated_whole_after_the_first_cut():
+    # T5's decoder stack is cut, but every cut run also runs the whole encoder (as many
+    # layers): the two cut runs make more ops than one whole run.  The first simulation
+    # uses the cut (and counts its ops); later ones of that mode run the whole model.
+    # The figures are the same either way; the reference is cut_depth=False.
+    from neurarch.plan import by_depth
+    from neurarch.plan.memory import with_batch
+
+    built, plan = _built(T5, "t5")
+    first = estimate(built, plan, "inference", precision="fp32")
+    assert any(n.startswith("simulated with the layer stack `decoder.block`") for n in first.notes), first.notes
+    sim = by_depth.simulate_by_depth(built, plan, by_depth.TrainSetup(mode="inference", precision="fp32"))
+    a, b = sim.cut_ops
+    assert a + (b - a) * (6 - 2) < a + b  # the whole model's ops by the runs' own per-repeat count
+    later = estimate(built, with_batch(plan, 3), "inference", precision="fp32")
+    assert not any(n.startswith("simulated with the layer stack") for n in later.notes), later.notes
+    whole = estimate(built, with_batch(plan, 3), "inference", precision="fp32", cut_depth=False)
+    for f in FIELDS:
+        assert getattr(later, f) == getattr(whole, f), f
+
+
+def test_a_deep_decoder_keeps_the_cut():
+    from neurarch.plan.memory import with_batch
+
+    built, plan = _built(LLAMA, "llama")
+    for b in (2, 3):
+        m = estimate(built, with_batch(plan, b), "full", precision="fp32")
+        assert any(n.startswith("simulated with the layer stack") for n in m.notes), m.notes

@@ -22,6 +22,7 @@ from .train import PlanOptionError, TrainSetup
 # --------------------------------------------------------------------------
 
 _NO_CUT: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()  # model -> {(mode, ...): why}
+_WHOLE_IS_CHEAPER: "weakref.WeakKeyDictionary[nn.Module, set]" = weakref.WeakKeyDictionary()  # model -> {setup}
 CUT_UNITS = (2, 3)
 
 
@@ -72,6 +73,7 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
     sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
     sim.lives, sim.forward_end = sb.lives, sb.forward_end  # the 3-repeat run's, for the per-layer split
     sim.cut = (stack, ub)
+    sim.cut_ops = (len(_ops(sa)), len(_ops(sb)))
     sim.method = (
         f"simulated with the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, "
         f"and extrapolated to {stack.length} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)"
@@ -182,13 +184,32 @@ def _steady_filter(setup: TrainSetup, pts: dict):
 _NO_STACK = depth.Stack("\0", 0, 0, 1)  # labels every op as outside any stack
 
 
+def _whole_is_cheaper(sim: Simulation) -> bool:
+    """Whether one run of the whole model makes fewer ops than the two cut runs did.
+
+    A model whose repeated stack is a small part of it (CLIP's vision tower beside
+    its text tower, an encoder-decoder's decoder beside its encoder) runs the rest
+    of the model in each cut run: there the two runs cost more than one whole
+    simulation.  Ops per repeat are the difference between the runs."""
+    if sim.cut is None or sim.cut_ops is None:
+        return False
+    stack, _ = sim.cut
+    a, b = sim.cut_ops
+    ua, ub = CUT_UNITS
+    whole = a + (b - a) * (stack.units - ua) / (ub - ua)
+    return whole < a + b
+
+
 def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None, cut_depth: bool = True, steady_only: bool = False) -> Simulation:
     """Simulate one mode: by depth when the model has a stack worth cutting, else whole."""
     why = None
     failed = _NO_CUT.setdefault(built.model, {})
+    cheaper = _WHOLE_IS_CHEAPER.setdefault(built.model, set())
     key = setup
     if cut_depth and key in failed:
         why = failed[key]  # it did not line up at another batch: do not try again
+    elif cut_depth and key in cheaper:
+        pass  # the same figures either way (docs/accuracy.md); the whole model is fewer ops here
     elif cut_depth:
         try:
             sim = simulate_by_depth(built, plan, setup, steps=steps, context_len=context_len, steady_only=steady_only)
@@ -198,6 +219,8 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
             sim = None
             why = failed[key] = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         if sim is not None:
+            if _whole_is_cheaper(sim):
+                cheaper.add(key)
             return sim
     if setup.mode == "inference":
         sim = simulate_inference(built, plan, setup, context_len=context_len, record_ops=True)

@@ -90,6 +90,7 @@ class Simulation:
     exact: dict | None = field(repr=False, default=None)  # label -> live bytes before rounding (the curve's lower bound)
     forward_end: int | None = None  # event at which the last step's forward ended (saved activations all alive)
     cut: tuple | None = None  # (stack, repeats) when lives come from a cut run
+    cut_ops: tuple[int, int] | None = None  # ops the two cut runs made (what choosing the cut cost)
 
     @property
     def steady(self) -> Peak:
