@@ -43,7 +43,9 @@ class FakeModel:
         self.runs.append(b)
         lb = self.label_bytes(b)
         curve = Curve(b, {k: r for k, (r, _) in lb.items()}, exact={k: u for k, (_, u) in lb.items()})
-        return SimpleNamespace(peak_bytes=max(r for r, _ in lb.values())), curve
+        return SimpleNamespace(peak_bytes=max(r for r, _ in lb.values())), (None if self.no_curve else curve)
+
+    no_curve = False  # a simulation without per-op figures: only its peak
 
     def brute(self, budget: float, limit: int = 65_536) -> int:
         best = 0
@@ -92,3 +94,15 @@ def test_the_next_batch_is_shown_not_to_fit():
     budget = model.peak(n)
     assert largest_batch(model.sim_at, budget)[0] == n == model.brute(budget)
     assert largest_batch(model.sim_at, budget - 1)[0] == n - 1
+
+
+def test_a_peak_that_does_not_grow_at_small_batches():
+    # The peak is a fixed optimizer-step label until activations outgrow it (a ViT's full
+    # fine-tuning at batch 1 to 3) and there are no per-op lines: the peaks' line is flat.
+    # The old search answered the largest batch searched, unchecked.
+    model = FakeModel({"optimizer": [(5_000_000_000, 0)], "act": [(1_000_000, 40_000_000 + 3)]})
+    model.no_curve = True  # only peaks to go by
+    for budget in (5.1e9, 1.3e10, 1.5e11):
+        model.runs.clear()
+        found, checked = largest_batch(model.sim_at, budget)
+        assert checked and found == model.brute(budget) and found in model.runs

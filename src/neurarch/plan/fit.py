@@ -82,10 +82,12 @@ def largest_batch(sim_at: Callable[[int], tuple], budget: float, limit: int = MA
     c = batch_from_curves(known[a][1], known[b][1], budget, limit)
     if c is None:  # the runs do not line up: the line through the two peaks
         pa, pb = known[a][0].peak_bytes, known[b][0].peak_bytes
-        if pb <= pa:
-            return limit, False
-        c = int(min(limit, max(1, math.floor(a + (budget - pa) * (b - a) / (pb - pa)))))
-    for _ in range(12):
+        # Peaks that do not grow (a peak in the optimizer step, beside small activations)
+        # say nothing about large batches: simulate the largest searched (a fake tensor's
+        # cost does not depend on its size) and search down from there.
+        c = limit if pb <= pa else int(min(limit, max(1, math.floor(a + (budget - pa) * (b - a) / (pb - pa)))))
+    last_lo = None
+    for _ in range(40):  # a handful in practice; halving 65,536 takes 16
         c = max(1, min(limit, c))
         if c not in known:
             known[c] = sim_at(c)
@@ -93,6 +95,8 @@ def largest_batch(sim_at: Callable[[int], tuple], budget: float, limit: int = MA
         hi = min((x for x, (m, _) in known.items() if m.peak_bytes > budget), default=None)
         if lo >= limit or hi == lo + 1 or _next_cannot_fit(known, lo, budget):
             return lo, True
+        bisect = last_lo is not None and lo > last_lo and hi is not None  # a guess between fitted, unproven: the lines undershoot
+        last_lo = lo
         if hi is None:  # lo fits and lo + 1 may: up, along the line through lo and the batch below it
             below = max(x for x in known if x < lo)
             nxt = batch_from_curves(known[below][1], known[lo][1], budget, limit)
@@ -105,7 +109,7 @@ def largest_batch(sim_at: Callable[[int], tuple], budget: float, limit: int = MA
             if nxt is None:  # the line through the two peaks
                 pl, ph = known[lo][0].peak_bytes, known[hi][0].peak_bytes
                 nxt = lo + math.floor((budget - pl) * (hi - lo) / (ph - pl)) if ph > pl else lo + 1
-            c = max(lo + 1, min(hi - 1, nxt))
+            c = (lo + hi) // 2 if bisect else max(lo + 1, min(hi - 1, nxt))
     return max(x for x, (m, _) in known.items() if m.peak_bytes <= budget), True
 
 
