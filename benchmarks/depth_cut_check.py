@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import platform
+import re
 import time
 
 from neurarch.build import build
 from neurarch.inputs import InputOptions, plan_inputs
+from neurarch.plan.depth import describe, stacks_of
 from neurarch.plan.memory import estimate, stack_of
 from neurarch.sources import resolve
 from neurarch.sources.catalog import entries
@@ -44,6 +46,7 @@ def main(argv=None) -> int:
         stack = stack_of(built.model)
         if stack is None or stack.units < 4:
             continue
+        stacks = describe(stacks_of(built.model))
         plan = plan_inputs(built.model, built.config, InputOptions(seq_len=args.seq_len), src.default_input_shape)
         cap = plan_inputs(built.model, built.config, InputOptions(), src.default_input_shape).seq_len
         if cap and plan.seq_len and cap < plan.seq_len:  # a shorter position table (CLIP's 77 tokens)
@@ -57,12 +60,14 @@ def main(argv=None) -> int:
                 cut = estimate(built, plan, mode)
                 tc = time.perf_counter() - t
             except Exception as e:  # a mode that does not apply
-                print(f"| {mid} | {stack.describe()} | {mode} | — | n/a: {type(e).__name__} | | | |")
+                print(f"| {mid} | {stacks} | {mode} | — | n/a: {type(e).__name__} | | | |")
                 continue
             same = all(getattr(whole, f) == getattr(cut, f) for f in FIELDS)
             bad += not same
-            how = "cut" if any(n.startswith("simulated with the layer stack") for n in cut.notes) else "fell back to whole"
-            print(f"| {mid} | {stack.describe()} | {mode} | {whole.peak_bytes:,} | {'yes' if same else 'NO'} | {how} | {tw:.1f} | {tc:.1f} |", flush=True)
+            note = next((n for n in cut.notes if n.startswith("simulated with the layer stack")), None)
+            m = re.search(r"cut to (\d+) and (\d+) (layers|repeats)", note or "")
+            how = f"cut to {m[1]} and {m[2]} {m[3]}" if m else "fell back to whole"
+            print(f"| {mid} | {stacks} | {mode} | {whole.peak_bytes:,} | {'yes' if same else 'NO'} | {how} | {tw:.1f} | {tc:.1f} |", flush=True)
     print(f"\n{bad} mismatches")
     return 1 if bad else 0
 

@@ -165,16 +165,17 @@ def test_autocast_weight_copies_are_flagged():
 
 
 def test_a_model_mostly_outside_its_stack_is_simulated_whole_after_the_first_cut():
-    # T5's decoder stack is cut, but every cut run also runs the whole encoder (as many
-    # layers): the two cut runs make more ops than one whole run.  The first simulation
-    # uses the cut (and counts its ops); later ones of that mode run the whole model.
-    # The figures are the same either way; the reference is cut_depth=False.
+    # T5's decoder and encoder stacks are cut together, but 5 repeats after a special first
+    # block are too few: the two cut runs (3 and 4 blocks a stack) make more ops than one
+    # whole run (6).  The first simulation uses the cut (and counts its ops); later ones
+    # of that mode run the whole model.  The figures are the same either way; the
+    # reference is cut_depth=False.
     from neurarch.plan import by_depth
     from neurarch.plan.memory import with_batch
 
     built, plan = _built(T5, "t5")
     first = estimate(built, plan, "inference", precision="fp32")
-    assert any(n.startswith("simulated with the layer stack `decoder.block`") for n in first.notes), first.notes
+    assert any(n.startswith("simulated with the layer stacks `decoder.block`") for n in first.notes), first.notes
     sim = by_depth.simulate_by_depth(built, plan, by_depth.TrainSetup(mode="inference", precision="fp32"))
     a, b = sim.cut_ops
     assert a + (b - a) * (6 - 2) < a + b  # the whole model's ops by the runs' own per-repeat count
@@ -192,3 +193,84 @@ def test_a_deep_decoder_keeps_the_cut():
     for b in (2, 3):
         m = estimate(built, with_batch(plan, b), "full", precision="fp32")
         assert any(n.startswith("simulated with the layer stack") for n in m.notes), m.notes
+
+
+# Two stacks that repeat as many times: an encoder beside its decoder, CLIP's two towers.
+BART = dict(
+    model_type="bart",
+    architectures=["BartForConditionalGeneration"],
+    d_model=32,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    encoder_layers=6,
+    decoder_layers=6,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    vocab_size=1000,
+    max_position_embeddings=64,
+)
+CLIP = dict(
+    model_type="clip",
+    architectures=["CLIPModel"],
+    text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=5, num_attention_heads=4, vocab_size=1000, max_position_embeddings=32, bos_token_id=0, eos_token_id=2),
+    vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4, image_size=32, patch_size=16),
+    projection_dim=32,
+)
+
+
+def test_stacks_that_repeat_as_often_are_found_together():
+    built, _ = _built(BART, "bart")
+    assert [(s.path, s.units) for s in depth.stacks_of(built.model)] == [("model.decoder.layers", 6), ("model.encoder.layers", 6)]
+    built, _ = _built(CLIP, "clip")
+    assert [(s.path, s.units) for s in depth.stacks_of(built.model)] == [("vision_model.encoder.layers", 5), ("text_model.encoder.layers", 5)]
+    built, _ = _built(dict(BART, encoder_layers=5), "bart")  # not as many repeats: the larger stack alone
+    assert [s.path for s in depth.stacks_of(built.model)] == ["model.decoder.layers"]
+    built, _ = _built(LLAMA, "llama")
+    assert [s.path for s in depth.stacks_of(built.model)] == ["model.layers"]
+
+
+@pytest.mark.parametrize("cfg,mode,precision", [(CLIP, "full", "bf16-mixed"), (CLIP, "lora", "fp32"), (BART, "inference", "fp32")])
+def test_two_stacks_cut_together_equal_whole(cfg, mode, precision):
+    built, plan = _built(cfg, cfg["model_type"])
+    whole = estimate(built, plan, mode, precision=precision, cut_depth=False)
+    cut = estimate(built, plan, mode, precision=precision)
+    assert any(n.startswith("simulated with the layer stacks") for n in cut.notes), cut.notes
+    for f in FIELDS:
+        assert getattr(cut, f) == getattr(whole, f), f
+    if mode == "full":  # a pipeline's per-segment bytes: the text tower one segment, summed over its full depth
+        from neurarch.plan.memory import estimate_with_curve
+        from neurarch.plan.train import TrainSetup
+
+        setup = TrainSetup(mode=mode, precision=precision)
+        assert estimate_with_curve(built, plan, setup)[1].segments == estimate_with_curve(built, plan, setup, cut_depth=False)[1].segments
+
+
+def test_a_decoder_reading_the_encoder_lines_up_at_three_and_four_repeats():
+    # Every decoder layer adds its gradient for the encoder output into one buffer;
+    # the last layer, first in backward, makes it.  At 2 repeats the second layer is
+    # that last one, at 3 a middle one: the runs at 2 and 3 do not line up, those at
+    # 3 and 4 (a middle second repeat in both) do, and equal the whole simulation.
+    from neurarch.plan import by_depth
+
+    built, plan = _built(BART, "bart")
+    setup = by_depth.TrainSetup(mode="full", precision="fp32")
+    with pytest.raises(depth.NotRepeating):
+        by_depth.simulate_by_depth(built, plan, setup)
+    cut = by_depth.simulate_by_depth(built, plan, setup, units=(3, 4))
+    whole = by_depth.simulate_mode(built, plan, setup, cut_depth=False)
+    for a, b in [(cut.peak, whole.peak), *zip(cut.step_peaks, whole.step_peaks, strict=True)]:
+        assert (a.bytes, a.step, a.phase, a.module, a.breakdown) == (b.bytes, b.step, b.phase, b.module, b.breakdown)
+    assert cut.rounded_bytes == whole.rounded_bytes
+    assert cut.trainable_parameters == whole.trainable_parameters
+    # A pipeline's per-segment bytes: the encoder's layers one segment, summed over its full depth.
+    assert by_depth.segment_bytes(built.model, cut, cut.steady) == by_depth.segment_bytes(built.model, whole, whole.steady)
+
+
+def test_three_and_four_repeats_only_where_they_cost_less_than_the_whole_model():
+    from neurarch.plan import by_depth
+
+    # 1,000 ops at 2 repeats, 1,300 at 3: 300 a repeat.  At 12 repeats the whole model is
+    # 1,000 + 10 x 300 = 4,000 ops; runs at 3 and 4 repeats, 1,300 + 1,600 = 2,900.
+    assert by_depth._later_is_cheaper((1000, 1300), 12)
+    # At 6: 2,200 whole against 2,900.
+    assert not by_depth._later_is_cheaper((1000, 1300), 6)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import weakref
 
 from torch import nn
@@ -23,31 +24,46 @@ from .train import PlanOptionError, TrainSetup
 
 _NO_CUT: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()  # model -> {(mode, ...): why}
 _WHOLE_IS_CHEAPER: "weakref.WeakKeyDictionary[nn.Module, set]" = weakref.WeakKeyDictionary()  # model -> {setup}
+_UNITS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()  # model -> {setup: the cut that lined up}
 CUT_UNITS = (2, 3)
+# Where the two runs at 2 and 3 repeats do not line up, 3 and 4, if they cost less than
+# the whole model: at 2 repeats the second repeat is also the last, and in training the
+# last repeat to run forward is the first in backward, which alone makes the gradient
+# buffer that every other repeat adds to (an encoder output every decoder layer reads,
+# T5's position bias every block reads); at 3 and 4 the second repeat is a middle one.
+LATER_UNITS = (3, 4)
 
 
 stack_of = depth.stack_of
 
 
-def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None, steady_only: bool = False) -> Simulation | None:
-    """The simulation of ``built`` from two runs with its layer stack cut short, or
-    None when the model has no stack worth cutting.  Raises depth.NotRepeating
-    when the two runs do not line up op by op (then simulate the whole model)."""
-    stack = stack_of(built.model)
-    if stack is None:
+def simulate_by_depth(
+    built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None, steady_only: bool = False, units: tuple[int, int] = CUT_UNITS
+) -> Simulation | None:
+    """The simulation of ``built`` from two runs with its layer stack (its stacks that
+    repeat as many times, see depth.find_stacks) cut short to ``units`` repeats, or None
+    when the model has no stack worth cutting.  Raises depth.NotRepeating when the two
+    runs do not line up op by op (then simulate the whole model); its ``ops`` are the
+    two runs' op counts."""
+    stacks = depth.stacks_of(built.model)
+    if not stacks or stacks[0].units <= units[1]:
         return None
     runs = []
-    for units in CUT_UNITS:
-        with depth.cut(built.model, stack, units) as short:
+    for u in units:
+        with depth.cut(built.model, stacks, u) as short:
             cut = dataclasses.replace(built, model=meta_copy(short))
         if setup.mode == "inference":
             sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
         else:
             sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
-        runs.append((sim, depth.points(sim.lives, _ops(sim), stack, units, category, cuda_round)))
+        runs.append((sim, depth.points(sim.lives, _ops(sim), stacks, u, category, cuda_round)))
     (sa, pa), (sb, pb) = runs
-    ua, ub = CUT_UNITS
-    pts = depth.extrapolate(pa, pb, ua, ub, stack)
+    ua, ub = units
+    try:
+        pts = depth.extrapolate(pa, pb, ua, ub, stacks)
+    except depth.NotRepeating as e:
+        e.ops = (len(_ops(sa)), len(_ops(sb)))  # type: ignore[attr-defined]
+        raise
 
     def peak(keep) -> tuple[Peak, int]:
         p, rounded = depth.peak_over(pts, keep)
@@ -63,7 +79,7 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
         step_peaks = [peak(lambda s, ph, k=k: s == k)[0] for k in sorted({p.step for p in pts.values()})]
         best = max(step_peaks, key=lambda p: p.bytes)
         rounded = peak(keep)[1]
-    n = stack.units
+    n = stacks[0].units
     sim = Simulation(setup, sb.steps, best, step_peaks, depth.line_int(sa.trainable_parameters, sb.trainable_parameters, ua, ub, n), depth.line_int(sa.parameters, sb.parameters, ua, ub, n))
     sim.rounded_bytes = rounded
     sim.kv_cache_bytes = depth.line_int(sa.kv_cache_bytes, sb.kv_cache_bytes, ua, ub, n)
@@ -72,12 +88,14 @@ def simulate_by_depth(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, 
     sim.exact = {k: pts[k].total for k in sim.curve}
     sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
     sim.lives, sim.forward_end = sb.lives, sb.forward_end  # the 3-repeat run's, for the per-layer split
-    sim.cut = (stack, ub)
+    sim.cut = (stacks, ua, ub)
     sim.cut_ops = (len(_ops(sa)), len(_ops(sb)))
-    sim.method = (
-        f"simulated with the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, "
-        f"and extrapolated to {stack.length} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)"
-    )
+    if len(stacks) == 1:
+        stack = stacks[0]
+        what = f"the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, and extrapolated to {stack.length}"
+    else:
+        what = f"the layer stacks {depth.describe(stacks)} each cut to {ua} and {ub} repeats together, and extrapolated to {n}"
+    sim.method = f"simulated with {what} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)"
     return sim
 
 
@@ -96,6 +114,22 @@ def _shardable(p) -> int:
     return sum(p.cats[:3]) + (p.cats[4] if p.phase == "optimizer" else 0) + p.copies
 
 
+def cut_layer(stack: depth.Stack, units: int, i: int) -> int:
+    """The layer of a run cut to ``units`` repeats that layer ``i`` of the full stack acts
+    like: itself in the head and the first repeat, the second repeat for a middle one,
+    the cut run's last repeat for the last, and the tail's own."""
+    if i < stack.head:
+        return i
+    blk, o = divmod(i - stack.head, stack.period)
+    if blk >= stack.units:
+        return stack.head + units * stack.period + (i - stack.head - stack.units * stack.period)
+    if blk == 0:
+        return i
+    if blk == stack.units - 1:
+        return stack.head + (units - 1) * stack.period + o
+    return stack.head + stack.period + o
+
+
 def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[str, int]] | None:
     """What each top-level segment (a layer of the stack, or a module outside it)
     needs on its own card in a pipeline at this batch: its parameters' share of
@@ -105,8 +139,16 @@ def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[s
     (first, middle and last repeat) and are spread over the full depth."""
     if sim.forward_end is None or not sim.lives:
         return None
-    stack = sim.cut[0] if sim.cut else stack_of(model)
-    units = sim.cut[1] if sim.cut else (stack.units if stack else 0)
+    if sim.cut:
+        stacks, _, units = sim.cut
+    else:
+        only = stack_of(model)
+        stacks, units = ((only,), only.units) if only else ((), 0)
+    stack = stacks[0] if stacks else None
+    # Other stacks cut alongside lie outside the first one's segments and are one segment each
+    # (depth.find_stacks takes only those); their activations are summed over the full depth.
+    others = [(re.compile(re.escape(c.path) + r"\.(\d+)(?:\.|$)"), c) for c in stacks[1:]]
+    other_act: dict[tuple[int, int], int] = {}  # (other stack, its layer in the cut run) -> saved activation bytes
     parent = stack.path.rpartition(".")[0] if stack else ""
     depth_out = len(parent.split(".")) + 1 if parent else 1
     prefix = stack.path + "." if stack else None
@@ -126,7 +168,14 @@ def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[s
         if seg is not None and x.phase == "forward":
             first_seen.setdefault(seg, x.start)
         if x.start <= ev and (x.end is None or x.end > ev) and category(x) == "activations" and seg is not None:
-            act[seg] = act.get(seg, 0) + x.nbytes
+            for k, (rx, _) in enumerate(others):
+                m = rx.match(x.module or "")
+                if m is not None:
+                    key = (k, int(m.group(1)))
+                    other_act[key] = other_act.get(key, 0) + x.nbytes
+                    break
+            else:
+                act[seg] = act.get(seg, 0) + x.nbytes
     numel: dict[str, int] = {}
     seen: set[int] = set()
     for name, p in model.named_parameters():
@@ -144,23 +193,13 @@ def segment_bytes(model: nn.Module, sim: Simulation, peak: Peak) -> list[tuple[s
     per_elem = (b["weights"] + b["gradients"] + b["optimizer"] + scratch) / total
     if stack is not None and sim.cut:
         # Layer i of the full stack acts like the cut run's first, middle or last repeat.
-        def layer_act(i: int) -> int:
-            if i < stack.head:
-                j = i
-            else:
-                blk, o = divmod(i - stack.head, stack.period)
-                if blk >= stack.units:
-                    j = stack.head + units * stack.period + (i - stack.head - stack.units * stack.period)
-                elif blk == 0:
-                    j = i
-                elif blk == stack.units - 1:
-                    j = stack.head + (units - 1) * stack.period + o
-                else:
-                    j = stack.head + stack.period + o
-            return act.get(f"{prefix}{j}", 0)
-
+        ran = {j: act.get(f"{prefix}{j}", 0) for j in range(stack.depth(units))}  # the cut run's own layers
         for i in range(stack.length):
-            act[f"{prefix}{i}"] = layer_act(i)
+            act[f"{prefix}{i}"] = ran[cut_layer(stack, units, i)]
+        for k, (_, c) in enumerate(others):
+            seg = segment(f"{c.path}.0")
+            if seg is not None:
+                act[seg] = act.get(seg, 0) + sum(other_act.get((k, cut_layer(c, units, i)), 0) for i in range(c.length))
     order_key: dict[str, float] = {seg: first_seen.get(seg, 1 << 62) for seg in numel}
     if stack is not None:
         # Layers run in index order; those the cut run did not have sit after the last it had.
@@ -193,11 +232,20 @@ def _whole_is_cheaper(sim: Simulation) -> bool:
     simulation.  Ops per repeat are the difference between the runs."""
     if sim.cut is None or sim.cut_ops is None:
         return False
-    stack, _ = sim.cut
-    a, b = sim.cut_ops
-    ua, ub = CUT_UNITS
-    whole = a + (b - a) * (stack.units - ua) / (ub - ua)
-    return whole < a + b
+    stacks, ua, ub = sim.cut
+    return _whole_ops(sim.cut_ops, (ua, ub), stacks[0].units) < sum(sim.cut_ops)
+
+
+def _whole_ops(ops: tuple[int, int], units: tuple[int, int], n: int) -> float:
+    """The ops of one whole run, from two cut runs' op counts (affine in the repeats)."""
+    (a, b), (ua, ub) = ops, units
+    return a + (b - a) * (n - ua) / (ub - ua)
+
+
+def _later_is_cheaper(ops: tuple[int, int], n: int) -> bool:
+    """Whether two runs at LATER_UNITS make fewer ops than one whole run, from the op counts at CUT_UNITS."""
+    at = [_whole_ops(ops, CUT_UNITS, u) for u in LATER_UNITS]
+    return n > LATER_UNITS[1] and sum(at) < _whole_ops(ops, CUT_UNITS, n)
 
 
 def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None, cut_depth: bool = True, steady_only: bool = False) -> Simulation:
@@ -205,20 +253,32 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
     why = None
     failed = _NO_CUT.setdefault(built.model, {})
     cheaper = _WHOLE_IS_CHEAPER.setdefault(built.model, set())
+    lined_up = _UNITS.setdefault(built.model, {})
     key = setup
     if cut_depth and key in failed:
         why = failed[key]  # it did not line up at another batch: do not try again
     elif cut_depth and key in cheaper:
         pass  # the same figures either way (docs/accuracy.md); the whole model is fewer ops here
     elif cut_depth:
-        try:
-            sim = simulate_by_depth(built, plan, setup, steps=steps, context_len=context_len, steady_only=steady_only)
-        except PlanOptionError:
-            raise
-        except Exception as e:  # the cut model does not run or does not line up: simulate it whole
-            sim = None
-            why = failed[key] = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        units = lined_up.get(key, CUT_UNITS)
+        sim = None
+        while True:
+            try:
+                sim = simulate_by_depth(built, plan, setup, steps=steps, context_len=context_len, steady_only=steady_only, units=units)
+            except PlanOptionError:
+                raise
+            except depth.NotRepeating as e:
+                ops = getattr(e, "ops", None)
+                stacks = depth.stacks_of(built.model)
+                if units == CUT_UNITS and ops is not None and stacks and _later_is_cheaper(ops, stacks[0].units):
+                    units = LATER_UNITS
+                    continue
+                why = failed[key] = _why(e)
+            except Exception as e:  # the cut model does not run: simulate it whole
+                why = failed[key] = _why(e)
+            break
         if sim is not None:
+            lined_up[key] = units
             if _whole_is_cheaper(sim):
                 cheaper.add(key)
             return sim
@@ -235,3 +295,7 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
     if why:
         sim.method = f"simulated whole (the cut-depth shortcut did not apply: {why})"
     return sim
+
+
+def _why(e: Exception) -> str:
+    return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__

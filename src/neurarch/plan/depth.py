@@ -95,6 +95,18 @@ def _signature(layer: nn.Module) -> str:
     return repr(parts)
 
 
+def _periodic(path: str, layers: nn.ModuleList) -> Stack | None:
+    """``layers`` as a stack: its smallest period after the fewest head layers, or None."""
+    sigs = [_signature(layer) for layer in layers]
+    length = len(sigs)
+    for period in range(1, MAX_PERIOD + 1):
+        for head in range(0, MAX_HEAD + 1):
+            if all(sigs[i] == sigs[i + period] for i in range(head, length - period)):
+                stack = Stack(path, length, head, period)
+                return stack if stack.units >= MIN_UNITS else None
+    return None
+
+
 def find_stack(model: nn.Module) -> Stack | None:
     """The largest layer list whose layers repeat with a short period, or None."""
     best: tuple[int, str, nn.ModuleList] | None = None
@@ -106,28 +118,55 @@ def find_stack(model: nn.Module) -> Stack | None:
     if best is None:
         return None
     _, path, layers = best
-    sigs = [_signature(layer) for layer in layers]
-    length = len(sigs)
-    for period in range(1, MAX_PERIOD + 1):
-        for head in range(0, MAX_HEAD + 1):
-            if all(sigs[i] == sigs[i + period] for i in range(head, length - period)):
-                stack = Stack(path, length, head, period)
-                return stack if stack.units >= MIN_UNITS else None
-    return None
+    return _periodic(path, layers)
+
+
+def _nested(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def find_stacks(model: nn.Module) -> tuple[Stack, ...]:
+    """:func:`find_stack`'s stack, then every other layer list outside it that repeats
+    as many times (an encoder beside its decoder, CLIP's text tower beside its vision
+    tower).  Cut to the same number of repeats together, every op's live bytes stay
+    affine in that one number, so two runs still fix each line.  Empty if none."""
+    first = find_stack(model)
+    if first is None:
+        return ()
+    stacks = [first]
+    for path, mod in model.named_modules():
+        # As deep as the first stack or deeper: its layers make one segment of a pipeline cut (by_depth.segment_bytes).
+        deep = path.count(".") >= first.path.count(".")
+        if isinstance(mod, nn.ModuleList) and len(mod) >= MIN_UNITS and path and deep and not any(_nested(path, s.path) for s in stacks):
+            other = _periodic(path, mod)
+            if other is not None and other.units == first.units:
+                stacks.append(other)
+    return tuple(stacks)
+
+
+def describe(stacks: tuple[Stack, ...]) -> str:
+    """The stacks for a note: one, or several cut together."""
+    return " and ".join(s.describe() for s in stacks)
 
 
 @contextlib.contextmanager
-def cut(model: nn.Module, stack: Stack, units: int):
-    """``model`` with its stack cut to the first ``stack.depth(units)`` layers, in
-    place, for the block (copy it inside the block to keep the cut model)."""
-    parent_path, _, attr = stack.path.rpartition(".")
-    parent = model.get_submodule(parent_path) if parent_path else model
-    full = getattr(parent, attr)
-    setattr(parent, attr, nn.ModuleList(list(full)[: stack.depth(units)]))
+def cut(model: nn.Module, stack: Stack | tuple[Stack, ...], units: int):
+    """``model`` with its stack (or each of its stacks) cut to the first
+    ``stack.depth(units)`` layers, in place, for the block (copy it inside the
+    block to keep the cut model)."""
+    stacks = stack if isinstance(stack, tuple) else (stack,)
+    saved = []
     try:
+        for s in stacks:
+            parent_path, _, attr = s.path.rpartition(".")
+            parent = model.get_submodule(parent_path) if parent_path else model
+            full = getattr(parent, attr)
+            saved.append((parent, attr, full))
+            setattr(parent, attr, nn.ModuleList(list(full)[: s.depth(units)]))
         yield model
     finally:
-        setattr(parent, attr, full)
+        for parent, attr, full in reversed(saved):
+            setattr(parent, attr, full)
 
 
 _STACKS: "weakref.WeakKeyDictionary[nn.Module, Stack | None]" = weakref.WeakKeyDictionary()
@@ -138,6 +177,21 @@ def stack_of(model: nn.Module) -> Stack | None:
     if model not in _STACKS:
         _STACKS[model] = find_stack(model)
     return _STACKS[model]
+
+
+_ALL_STACKS: "weakref.WeakKeyDictionary[nn.Module, tuple[Stack, ...]]" = weakref.WeakKeyDictionary()
+
+
+def stacks_of(model: nn.Module) -> tuple[Stack, ...]:
+    """:func:`find_stacks`, once per model."""
+    if model not in _ALL_STACKS:
+        _ALL_STACKS[model] = find_stacks(model)
+    return _ALL_STACKS[model]
+
+
+def _which(role: tuple) -> int:
+    """The stack a role is in: roles in the first stack are (kind, ordinal), in the k-th (kind, ordinal, k)."""
+    return role[2] if len(role) > 2 else 0
 
 
 # --------------------------------------------------------------------------
@@ -160,8 +214,9 @@ class _Point:
     copies: int = 0  # live bytes of dtype copies of weights (autocast's casts)  # the op's place in its run (ties go to the earliest, as a replay would)
 
 
-def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rounding) -> dict[tuple, _Point]:
-    """Label -> live bytes at the end of that labelled stretch, for one run at ``units`` repeats.
+def points(lives: list[Life], ops: list, stack: Stack | tuple[Stack, ...], units: int, category, rounding) -> dict[tuple, _Point]:
+    """Label -> live bytes at the end of that labelled stretch, for one run at ``units``
+    repeats (of each stack, when several are cut together).
 
     Ops that allocate nothing cannot hold a peak and are skipped.  Consecutive
     allocating ops of one label with no free between them only add to the live
@@ -205,7 +260,8 @@ def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rou
 
     live, live_r, allocated, frees, copies = cumsum(delta), cumsum(delta_r), cumsum(alloc), cumsum(freed), cumsum(dcopy)
     cats = [cumsum(c) for c in dcat]
-    prefix = re.compile(re.escape(stack.path) + r"\.(\d+)(?:\.|$)")
+    stacks = stack if isinstance(stack, tuple) else (stack,)
+    prefixes = [(re.compile(re.escape(st.path) + r"\.(\d+)(?:\.|$)"), st, () if k == 0 else (k,)) for k, st in enumerate(stacks)]
     counters: dict[tuple, int] = defaultdict(int)
     open_: dict[tuple, tuple[tuple, int]] = {}  # label -> (its key, frees count at its last op)
     points: dict[tuple, _Point] = {}
@@ -220,25 +276,26 @@ def points(lives: list[Life], ops: list, stack: Stack, units: int, category, rou
         prev = ev
         if made == 0 or phase == "set-up":
             continue
-        m = prefix.match(module) if module else None
+        found = next(((m, st, k) for prefix, st, k in prefixes if (m := prefix.match(module))), None) if module else None
         roles: list[tuple] = []
-        if m is None:
+        if found is None:
             roles.append(("out",))
         else:
+            m, st, k = found
             i = int(m.group(1))
-            if i < stack.head:
-                roles.append(("head", i))
+            if i < st.head:
+                roles.append(("head", i, *k))
             else:
-                b, o = divmod(i - stack.head, stack.period)
+                b, o = divmod(i - st.head, st.period)
                 if b >= units:
-                    roles.append(("tail", i - stack.head - units * stack.period))
+                    roles.append(("tail", i - st.head - units * st.period, *k))
                 else:
                     if b == 0:
-                        roles.append(("first", o))
+                        roles.append(("first", o, *k))
                     if b == 1:
-                        roles.append(("second", o))
+                        roles.append(("second", o, *k))
                     if b == units - 1 and b >= 1:
-                        roles.append(("last", o))
+                        roles.append(("last", o, *k))
         for role in roles:
             label = (step, phase, *role)
             last = open_.get(label)
@@ -259,25 +316,27 @@ class NotRepeating(Exception):
     """The two cut runs do not line up: the stack's repeats do not behave alike."""
 
 
-def _rename(module: str | None, stack: Stack, role: tuple, units_from: int, units_to: int) -> str | None:
+def _rename(module: str | None, stack: Stack | tuple[Stack, ...], role: tuple, units_from: int, units_to: int) -> str | None:
     """The module name at the full depth, for a label seen in a cut run."""
     if module is None or role[0] not in ("last", "tail"):
         return module
-    prefix = re.compile(re.escape(stack.path) + r"\.(\d+)(?=\.|$)")
+    st = stack[_which(role)] if isinstance(stack, tuple) else stack
+    prefix = re.compile(re.escape(st.path) + r"\.(\d+)(?=\.|$)")
     m = prefix.match(module)
     if m is None:
         return module
     i = int(m.group(1))
-    i += (units_to - units_from) * stack.period
-    return f"{stack.path}.{i}{module[m.end() :]}"
+    i += (units_to - units_from) * st.period
+    return f"{st.path}.{i}{module[m.end() :]}"
 
 
-def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, units_b: int, stack: Stack) -> dict[tuple, _Point]:
-    """Each label's line through the runs at ``units_a`` and ``units_b`` repeats, at the stack's own."""
+def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, units_b: int, stack: Stack | tuple[Stack, ...]) -> dict[tuple, _Point]:
+    """Each label's line through the runs at ``units_a`` and ``units_b`` repeats, at the stack's own
+    (the stacks', when several are cut together: they repeat as many times)."""
     if a.keys() != b.keys():
         missing = sorted(set(a) ^ set(b), key=repr)[:3]
         raise NotRepeating(f"the cut runs make different ops ({len(set(a) ^ set(b))} labels differ, e.g. {missing})")
-    n = stack.units
+    n = (stack[0] if isinstance(stack, tuple) else stack).units
     k = (n - units_a) / (units_b - units_a)
     out: dict[tuple, _Point] = {}
     for key, pa in a.items():
