@@ -330,12 +330,26 @@ def _rename(module: str | None, stack: Stack | tuple[Stack, ...], role: tuple, u
     return f"{st.path}.{i}{module[m.end() :]}"
 
 
+_PLACES = {"first": "the first repeat", "second": "the second repeat", "last": "the last repeat", "head": "a layer before the repeats", "tail": "a layer after the repeats"}
+
+
+def _where(key: tuple, stack: Stack | tuple[Stack, ...]) -> str:
+    """A label in words, for a message: the step, the phase and where in the model."""
+    role = key[2:-1]
+    if role[0] == "out":
+        place = "a module outside the layer stack"
+    else:
+        st = stack[_which(role)] if isinstance(stack, tuple) else stack
+        place = f"{_PLACES.get(role[0], role[0])} of `{st.path}`"
+    return f"step {key[0]}'s {key[1]}, {place}"
+
+
 def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, units_b: int, stack: Stack | tuple[Stack, ...]) -> dict[tuple, _Point]:
     """Each label's line through the runs at ``units_a`` and ``units_b`` repeats, at the stack's own
     (the stacks', when several are cut together: they repeat as many times)."""
     if a.keys() != b.keys():
-        missing = sorted(set(a) ^ set(b), key=repr)[:3]
-        raise NotRepeating(f"the cut runs make different ops ({len(set(a) ^ set(b))} labels differ, e.g. {missing})")
+        differ = sorted(set(a) ^ set(b), key=lambda key: (key[0], repr(key)))
+        raise NotRepeating(f"cut to {units_a} and {units_b} repeats, the model ran different ops ({len(differ)} differ, the first in {_where(differ[0], stack)})")
     n = (stack[0] if isinstance(stack, tuple) else stack).units
     k = (n - units_a) / (units_b - units_a)
     out: dict[tuple, _Point] = {}
@@ -343,7 +357,7 @@ def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, un
         pb = b[key]
         # The optimizer's stretches hold per-parameter state and scratch: they grow with the depth.
         if pa.allocated != pb.allocated and not (key[1] == "optimizer" and key[2] == "out"):
-            raise NotRepeating(f"op {key} allocates {pa.allocated} bytes at {units_a} repeats, {pb.allocated} at {units_b}")
+            raise NotRepeating(f"an op in {_where(key, stack)} allocated {pa.allocated:,} bytes cut to {units_a} repeats and {pb.allocated:,} cut to {units_b}")
 
         def line(x: int, y: int) -> int:
             v = x + (y - x) * k
@@ -363,11 +377,11 @@ def extrapolate(a: dict[tuple, _Point], b: dict[tuple, _Point], units_a: int, un
             # the two categories would pass unseen (the total stays exact either way).
             twin = (key[0], key[1], "first", *key[3:])
             if twin not in a or twin not in b:
-                raise NotRepeating(f"op {key} has no counterpart in the first repeat")
+                raise NotRepeating(f"an op in {_where(key, stack)} has no counterpart in the first repeat")
             per = [(y - x) / (units_b - units_a) for x, y in zip(a[twin].cats, b[twin].cats)]
             cats = [int(round(y + g * (n - units_b))) for y, g in zip(pb.cats, per)]
         if sum(cats) != total or min(cats) < 0:
-            raise NotRepeating(f"op {key}: the breakdown does not extrapolate ({cats} against {total})")
+            raise NotRepeating(f"the memory breakdown at an op in {_where(key, stack)} does not extrapolate")
         out[key] = _Point(
             total,
             line(pa.rounded, pb.rounded),
