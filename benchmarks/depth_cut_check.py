@@ -8,7 +8,7 @@ op).  The table says whether peak_tensor_bytes, peak_bytes, the breakdown,
 phase and module are equal, and which method the shortcut ended up using
 (it falls back to the whole model when the cut runs do not line up).
 
-    python benchmarks/depth_cut_check.py [--modes full,lora,inference] [--only NAME]
+    python benchmarks/depth_cut_check.py [--modes full,lora,inference] [--only NAME] [--config PATH ...]
 """
 
 from __future__ import annotations
@@ -33,12 +33,13 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default="full,lora,inference")
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--only")
+    ap.add_argument("--config", action="append", default=[], help="a config.json (repeatable) to check instead of the catalog")
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {time.strftime('%Y-%m-%d')}; seq {args.seq_len}; modes {args.modes}\n")
     print("| model | stack | mode | whole peak_bytes | equal | shortcut | whole s | shortcut s |")
     print("|---|---|---|---:|---|---|---:|---:|")
     bad = 0
-    for mid in sorted(entries()):
+    for mid in args.config or sorted(entries()):
         if args.only and args.only not in mid:
             continue
         src = resolve(mid)
