@@ -22,7 +22,10 @@ What is checked (else the caller simulates the whole model):
 
 * the stack: the largest ``nn.ModuleList``; its layers' structure (classes,
   parameter shapes and dtypes, plain attributes but layer indices) must be
-  periodic, after at most a few special head layers;
+  periodic, after at most a few special head layers; every other periodic
+  layer list outside it with as many repeats (an encoder beside its decoder,
+  CLIP's two towers) is cut in the same runs to the same number of repeats, so
+  each op's live bytes stay affine in that one number;
 * the two runs make the same labelled ops, and each labelled op allocates the
   same bytes in both (so the repeats really behave alike, routing and all).
 

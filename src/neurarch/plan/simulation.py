@@ -89,7 +89,7 @@ class Simulation:
     sharded: dict | None = field(repr=False, default=None)  # label -> weights + gradients + optimizer bytes there
     exact: dict | None = field(repr=False, default=None)  # label -> live bytes before rounding (the curve's lower bound)
     forward_end: int | None = None  # event at which the last step's forward ended (saved activations all alive)
-    cut: tuple | None = None  # (stack, repeats) when lives come from a cut run
+    cut: tuple | None = None  # (stacks, the first run's repeats, the second run's repeats) for a cut simulation; its lives are the second run's
     cut_ops: tuple[int, int] | None = None  # ops the two cut runs made (what choosing the cut cost)
 
     @property
