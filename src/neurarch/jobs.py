@@ -48,6 +48,7 @@ def time_limit(seconds: float | None, what: str):
         fired.append(True)
         raise TraceTimeout(message)
 
+    saved = _torch_state()
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -55,8 +56,38 @@ def time_limit(seconds: float | None, what: str):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if fired:
+            _restore_torch_state(saved)
     if fired:  # the trace catches a failing forward pass as a result; a timeout is not one
         raise TraceTimeout(message)
+
+
+def _torch_state() -> tuple | None:
+    """torch's process-wide switches, if torch is imported (it is not imported here)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    return torch.is_grad_enabled(), torch.get_default_dtype(), torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()
+
+
+def _restore_torch_state(saved: tuple | None) -> None:
+    """Put torch's switches back after the alarm: it can fire inside a context manager's
+    ``__enter__`` after the switch is set (``no_grad``, a default dtype, a fake or meta
+    mode pushed) and before its ``with`` block began, and then no ``__exit__`` runs.
+    Left so, a process that goes on (a library caller, a test) would run later
+    backward passes without gradients."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    grad, dtype, functions, dispatch = saved if saved is not None else (True, torch.float32, 0, 0)
+    torch.set_grad_enabled(grad)
+    torch.set_default_dtype(dtype)
+    while torch._C._len_torch_function_stack() > functions:
+        torch._C._pop_torch_function_stack()
+    from torch.utils._python_dispatch import _pop_mode
+
+    while torch._C._len_torch_dispatch_stack() > dispatch:
+        _pop_mode()
 
 
 class _ListHandler(logging.Handler):

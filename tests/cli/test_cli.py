@@ -143,6 +143,10 @@ def test_time_limit_is_a_clear_error(capsys):
     # Llama-3.1-70B takes seconds to trace; a 10 ms budget cannot be met.
     rc, out, err = run_cli(capsys, "meta-llama/Llama-3.1-70B-Instruct", "--timeout", "0.01")
     assert rc == 2 and "took longer than" in err and len(err.strip().splitlines()) == 1
+    # Wherever the alarm fired, torch's switches are as they were (tests after this one trace backward passes).
+    import torch
+
+    assert torch.is_grad_enabled() and torch.get_default_dtype() is torch.float32
 
 
 def test_verifier_section_in_every_format(capsys):
