@@ -62,7 +62,7 @@ def simulate_by_depth(
     try:
         pts = depth.extrapolate(pa, pb, ua, ub, stacks)
     except depth.NotRepeating as e:
-        e.ops = (len(_ops(sa)), len(_ops(sb)))  # type: ignore[attr-defined]
+        e.ops = (len(_ops(sa)), len(_ops(sb)))
         raise
 
     def peak(keep) -> tuple[Peak, int]:
@@ -268,9 +268,8 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
             except PlanOptionError:
                 raise
             except depth.NotRepeating as e:
-                ops = getattr(e, "ops", None)
                 stacks = depth.stacks_of(built.model)
-                if units == CUT_UNITS and ops is not None and stacks and _later_is_cheaper(ops, stacks[0].units):
+                if units == CUT_UNITS and e.ops is not None and stacks and _later_is_cheaper(e.ops, stacks[0].units):
                     units = LATER_UNITS
                     continue
                 why = failed[key] = _why(e)

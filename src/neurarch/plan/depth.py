@@ -316,7 +316,10 @@ def points(lives: list[Life], ops: list, stack: Stack | tuple[Stack, ...], units
 
 
 class NotRepeating(Exception):
-    """The two cut runs do not line up: the stack's repeats do not behave alike."""
+    """The two cut runs do not line up: the stack's repeats do not behave alike.
+    ``ops``: the two runs' op counts, where the caller knows them (what a retry would cost)."""
+
+    ops: tuple[int, int] | None = None
 
 
 def _rename(module: str | None, stack: Stack | tuple[Stack, ...], role: tuple, units_from: int, units_to: int) -> str | None:
