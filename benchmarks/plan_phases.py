@@ -132,6 +132,7 @@ def plan_seconds(model_id: str, cache_dir: str, extra: list[str] = (), save: Pat
     out = subprocess.run([sys.executable, "-m", "neurarch.cli", model_id, "--plan", "--format", "json", *extra], capture_output=True, check=True, env=_env(cache_dir))
     seconds = time.perf_counter() - t
     if save is not None:
+        save.parent.mkdir(parents=True, exist_ok=True)
         save.write_bytes(out.stdout)
     return seconds
 

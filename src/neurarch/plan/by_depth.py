@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import re
 import weakref
+from dataclasses import dataclass
 
 from torch import nn
 
@@ -16,6 +19,7 @@ from . import depth
 from .inference import simulate_inference
 from .overhead import cuda_round
 from .simulation import Peak, Simulation, category, simulate
+from .tracker import Life
 from .train import PlanOptionError, TrainSetup
 
 # --------------------------------------------------------------------------
@@ -44,26 +48,50 @@ def simulate_by_depth(
     repeat as many times, see depth.find_stacks) cut short to ``units`` repeats, or None
     when the model has no stack worth cutting.  Raises depth.NotRepeating when the two
     runs do not line up op by op (then simulate the whole model); its ``ops`` are the
-    two runs' op counts."""
+    two runs' op counts.
+
+    At a third batch of the same runs (a card's check) only the run at ``units[0]``
+    repeats is simulated when it lies, storage by storage, on the lines through the
+    first two batches: then the run at ``units[1]`` is read off its own lines
+    (:func:`_predict`); otherwise it is simulated too."""
     stacks = depth.stacks_of(built.model)
     if not stacks or stacks[0].units <= units[1]:
         return None
-    runs = []
-    for u in units:
+    ua, ub = units
+    refs = _REFS.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only, units), {})
+
+    def run(u: int) -> _Run:
         with depth.cut(built.model, stacks, u) as short:
             cut = dataclasses.replace(built, model=meta_copy(short))
         if setup.mode == "inference":
             sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
         else:
             sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
-        runs.append((sim, depth.points(sim.lives, _ops(sim), stacks, u, category, cuda_round)))
-    (sa, pa), (sb, pb) = runs
-    ua, ub = units
+        return _Run(sim.lives, _ops(sim), sim.steps, sim.trainable_parameters, sim.parameters, sim.kv_cache_bytes, sim.context_len, sim.forward_end)
+
+    ra = run(ua)
+    rb = _predict(refs, plan.batch, ra)
+    predicted = rb is not None
+    if rb is None:
+        rb = run(ub)
+    pa = depth.points(ra.lives, ra.ops, stacks, ua, category, cuda_round)
+    pb = depth.points(rb.lives, rb.ops, stacks, ub, category, cuda_round)
     try:
-        pts = depth.extrapolate(pa, pb, ua, ub, stacks)
+        try:
+            pts = depth.extrapolate(pa, pb, ua, ub, stacks)
+        except depth.NotRepeating:
+            if not predicted:
+                raise
+            predicted, rb = False, run(ub)  # the real run decides
+            pb = depth.points(rb.lives, rb.ops, stacks, ub, category, cuda_round)
+            pts = depth.extrapolate(pa, pb, ua, ub, stacks)
     except depth.NotRepeating as e:
-        e.ops = (len(_ops(sa)), len(_ops(sb)))
+        e.ops = (len(ra.ops), len(rb.ops))
         raise
+    if predicted:
+        _PREDICTED[0] += 1
+    elif len(refs) < MAX_REFS:
+        refs.setdefault(plan.batch, (ra, rb))
 
     def peak(keep) -> tuple[Peak, int]:
         p, rounded = depth.peak_over(pts, keep)
@@ -80,16 +108,16 @@ def simulate_by_depth(
         best = max(step_peaks, key=lambda p: p.bytes)
         rounded = peak(keep)[1]
     n = stacks[0].units
-    sim = Simulation(setup, sb.steps, best, step_peaks, depth.line_int(sa.trainable_parameters, sb.trainable_parameters, ua, ub, n), depth.line_int(sa.parameters, sb.parameters, ua, ub, n))
+    sim = Simulation(setup, rb.steps, best, step_peaks, depth.line_int(ra.trainable, rb.trainable, ua, ub, n), depth.line_int(ra.parameters, rb.parameters, ua, ub, n))
     sim.rounded_bytes = rounded
-    sim.kv_cache_bytes = depth.line_int(sa.kv_cache_bytes, sb.kv_cache_bytes, ua, ub, n)
-    sim.context_len = sb.context_len
+    sim.kv_cache_bytes = depth.line_int(ra.kv, rb.kv, ua, ub, n)
+    sim.context_len = rb.context_len
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
     sim.exact = {k: pts[k].total for k in sim.curve}
     sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
-    sim.lives, sim.forward_end = sb.lives, sb.forward_end  # the 3-repeat run's, for the per-layer split
+    sim.lives, sim.forward_end = rb.lives, rb.forward_end  # the larger run's, for the per-layer split
     sim.cut = (stacks, ua, ub)
-    sim.cut_ops = (len(_ops(sa)), len(_ops(sb)))
+    sim.cut_ops = (len(ra.ops), len(rb.ops))
     if len(stacks) == 1:
         stack = stacks[0]
         what = f"the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, and extrapolated to {stack.length}"
@@ -97,6 +125,110 @@ def simulate_by_depth(
         what = f"the layer stacks {depth.describe(stacks)} each cut to {ua} and {ub} repeats together, and extrapolated to {n}"
     sim.method = f"simulated with {what} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)"
     return sim
+
+
+# --------------------------------------------------------------------------
+# A third batch: one cut run simulated, the other read off its lines
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """What one cut run leaves: every storage's life, its ops, and its figures that do not depend on the bytes."""
+
+    lives: list[Life]
+    ops: list
+    steps: int
+    trainable: int
+    parameters: int
+    kv: int | None
+    context_len: int | None
+    forward_end: int | None
+
+
+# model -> {the runs but their batch: {batch: (run at units[0], run at units[1])}}: the first
+# batches whose cut runs lined up, both simulated (never a predicted run).  Three, so that a
+# batch 1 that runs other ops (a size-1 dimension) still leaves two that line up.
+MAX_REFS = 3
+_REFS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+_PREDICTED = [0]  # cut runs read off their lines instead of simulated, in this process
+
+
+def predicted_runs() -> int:
+    """How many cut runs this process read off the lines through two batches instead of simulating."""
+    return _PREDICTED[0]
+
+
+def _family(plan: InputPlan, setup: TrainSetup, *rest) -> tuple:
+    """Everything a cut run depends on but the batch: the same runs at another batch share it."""
+    tensors = [dataclasses.replace(t, shape=(-1, *t.shape[1:])) if t.shape and t.shape[0] == plan.batch else t for t in plan.tensors]
+    return (repr(dataclasses.replace(plan, batch=-1, tensors=tensors)), setup, *rest)
+
+
+def _shapes(run: _Run) -> list[tuple]:
+    """Each life but its bytes: when it is made, between which ops it is freed, where, and
+    what it is.  Storages freed together between two ops (autocast's weight copies when its
+    cache is cleared) go in an order that differs from run to run; nothing counts it (the
+    live bytes are read at ops), so a free is placed by the op before it, not its event."""
+    done = [ev for ev, *_ in run.ops]
+    return [(x.start, None if x.end is None else bisect.bisect_left(done, x.end), x.step, x.phase, x.module, x.role, x.survives_forward, x.survives_optimizer, x.weight_copy) for x in run.lives]
+
+
+def _same_runs(*runs: _Run) -> bool:
+    """Whether runs at several batches make the same ops and the same storages, at the same events."""
+    first = runs[0]
+    head = (first.ops, first.steps, first.trainable, first.parameters, first.context_len, first.forward_end, len(first.lives))
+    if any((r.ops, r.steps, r.trainable, r.parameters, r.context_len, r.forward_end, len(r.lives)) != head for r in runs[1:]):
+        return False
+    shape = _shapes(first)
+    return all(_shapes(r) == shape for r in runs[1:])
+
+
+def _on_line(x: int | None, y: int | None, c: int | None, bx: int, by: int, bc: int) -> bool:
+    if x is None or y is None or c is None:
+        return x is None and y is None and c is None
+    return (c - x) * (by - bx) == (y - x) * (bc - bx)
+
+
+def _at(x: int, y: int, bx: int, by: int, bc: int) -> int | None:
+    """The value at batch ``bc`` on the line through ``(bx, x)`` and ``(by, y)``, if it is a whole number of bytes."""
+    q, r = divmod((y - x) * (bc - bx), by - bx)
+    return None if r or x + q < 0 else x + q
+
+
+def _predict(refs: dict, batch: int, ra: _Run) -> _Run | None:
+    """The run at the larger cut at ``batch``, read off the lines through the two reference
+    batches, or None (simulate it).
+
+    Every storage's bytes are a sum of tensor sizes, each a product of dimensions of which
+    only the batch changes: a line in the batch, as long as the model runs the same ops.
+    The smaller cut's run at this batch was simulated; it must make the same ops and
+    storages at the same events as at the two references, each storage's bytes on its
+    line (a model that runs other ops at this batch, or whose sizes grow otherwise, a
+    batch-by-batch similarity matrix, fails here).  Then the larger cut's run, which
+    differs from it only by one more repeat of the same layers, is its own references'
+    lines at this batch."""
+    if batch in refs:
+        return None
+    pairs = itertools.combinations(sorted(refs.items(), reverse=True), 2)
+    pair = next(((y, x) for y, x in pairs if _same_runs(x[1][0], y[1][0], ra) and _same_runs(x[1][1], y[1][1])), None)
+    if pair is None:
+        return None
+    (by, (ya, yb)), (bx, (xa, xb)) = pair
+    if not all(_on_line(x.nbytes, y.nbytes, c.nbytes, bx, by, batch) for x, y, c in zip(xa.lives, ya.lives, ra.lives)):
+        return None
+    if not _on_line(xa.kv, ya.kv, ra.kv, bx, by, batch):
+        return None
+    lives = []
+    for x, y in zip(xb.lives, yb.lives):
+        n = _at(x.nbytes, y.nbytes, bx, by, batch)
+        if n is None:
+            return None
+        lives.append(dataclasses.replace(y, nbytes=n))
+    kv = None if yb.kv is None or xb.kv is None else _at(xb.kv, yb.kv, bx, by, batch)
+    if yb.kv is not None and kv is None:
+        return None
+    return _Run(lives, yb.ops, yb.steps, yb.trainable, yb.parameters, kv, yb.context_len, yb.forward_end)
 
 
 def _ops(sim: Simulation) -> list:

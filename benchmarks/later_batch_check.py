@@ -1,0 +1,88 @@
+"""Does reading a cut model's larger run off its lines give what simulating it gives?
+
+A card's check simulates the model at that card's batch.  For a model cut to 2
+and 3 repeats (``neurarch.plan.depth``), once two batches of the same runs are
+known, a third simulates the 2-repeat run only and, where every storage of it
+lies on its line through the two known batches, reads the 3-repeat run off its
+own lines (``neurarch.plan.by_depth._predict``).  For every bundled catalog model
+with a stack worth cutting and each mode, this simulates the steady state at
+batches 2 and 3, then at ``--batches`` (default 5, 9, 17, 33) the way the batch
+search does, and compares each with the same batch simulated in a fresh copy of
+the model that has seen no other batch (both cut runs simulated): the mode's
+figures and every op's bytes (the curve the batch search reads).
+
+    python benchmarks/later_batch_check.py [--modes full,lora,qlora,inference] [--only NAME] [--batches 5,9,17,33]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+from neurarch.build import build
+from neurarch.inputs import InputOptions, plan_inputs
+from neurarch.plan import by_depth
+from neurarch.plan.memory import estimate_with_curve, stack_of, with_batch
+from neurarch.plan.train import TrainSetup
+from neurarch.sources import resolve
+from neurarch.sources.catalog import entries
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--modes", default="full,lora,qlora,inference")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--batches", default="5,9,17,33")
+    ap.add_argument("--only", help="catalog ids containing this (comma-separated: any of them)")
+    args = ap.parse_args(argv)
+    later = [int(b) for b in args.batches.split(",")]
+    print(f"machine: {platform.machine()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; seq {args.seq_len}; batches 2, 3, then {', '.join(map(str, later))}\n")
+    print("| model | mode | later batches | 3-repeat runs read off the lines | equal to both runs simulated | seconds, lines | seconds, both simulated |")
+    print("|---|---|---:|---:|---|---:|---:|")
+    bad = 0
+    for mid in sorted(entries()):
+        if args.only and not any(o in mid for o in args.only.split(",")):
+            continue
+        src = resolve(mid)
+        built = build(src)
+        stack = stack_of(built.model)
+        if stack is None or stack.units < 4:
+            continue
+        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=args.seq_len), src.default_input_shape)
+        cap = plan_inputs(built.model, built.config, InputOptions(), src.default_input_shape).seq_len
+        if cap and plan.seq_len and cap < plan.seq_len:  # a shorter position table (CLIP's 77 tokens)
+            plan = plan_inputs(built.model, built.config, InputOptions(seq_len=cap), src.default_input_shape)
+        for mode in args.modes.split(","):
+            setup = TrainSetup(mode=mode)
+
+            def at(model, b, plan=plan, setup=setup):
+                return estimate_with_curve(model, with_batch(plan, b), setup, steady_only=setup.mode != "inference")
+
+            try:
+                model = build(src)
+                for b in (2, 3):
+                    at(model, b)
+                before = by_depth.predicted_runs()
+                t = time.perf_counter()
+                got = {b: at(model, b) for b in later}
+                tl = time.perf_counter() - t
+                read = by_depth.predicted_runs() - before
+                same, ts = True, 0.0
+                for b in later:
+                    fresh = build(src)
+                    t = time.perf_counter()
+                    ref = at(fresh, b)
+                    ts += time.perf_counter() - t
+                    same = same and ref[0] == got[b][0] and ref[1] == got[b][1]
+            except Exception as e:  # a mode that does not apply
+                print(f"| {mid} | {mode} | — | — | n/a: {type(e).__name__} | | |", flush=True)
+                continue
+            bad += not same
+            print(f"| {mid} | {mode} | {len(later)} | {read} | {'yes' if same else 'NO'} | {tl:.1f} | {ts:.1f} |", flush=True)
+    print(f"\n{bad} mismatches")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""A cut model at a third batch: the run at the smaller cut simulated, the larger read off its lines.
+
+The batch search simulates each card's batch (its check).  For a model cut to 2 and
+3 repeats (neurarch.plan.depth), after two batches whose runs lined up, a later
+batch simulates the 2-repeat run only; when every storage of it lies on its line
+through the two earlier batches, the 3-repeat run is read off its own lines
+(neurarch.plan.by_depth._predict).  The reference in each test is independent of
+that shortcut: a whole-model simulation (``cut_depth=False``), or both cut runs
+simulated at that batch (no earlier batches known), or numbers worked by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from neurarch.build import build_from_config
+from neurarch.inputs import InputOptions, plan_inputs
+from neurarch.plan import by_depth
+from neurarch.plan.memory import estimate_with_curve, with_batch
+from neurarch.plan.tracker import Life
+from neurarch.plan.train import TrainSetup
+from tiny_configs import LLAMA as TINY_LLAMA
+
+LLAMA = dict(TINY_LLAMA, num_hidden_layers=7)
+CLIP = dict(
+    model_type="clip",
+    architectures=["CLIPModel"],
+    text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=5, num_attention_heads=4, vocab_size=1000, max_position_embeddings=32, bos_token_id=0, eos_token_id=2),
+    vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4, image_size=32, patch_size=16),
+    projection_dim=32,
+)
+FIELDS = ("peak_tensor_bytes", "peak_bytes", "breakdown", "trainable_parameters", "kv_cache_bytes", "phase", "module", "step")
+
+
+def _built(cfg, name):
+    built = build_from_config(dict(cfg), name)
+    return built, plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=2))
+
+
+def _at(built, plan, setup, b, **kw):
+    return estimate_with_curve(built, with_batch(plan, b), setup, steady_only=setup.mode != "inference", **kw)
+
+
+@pytest.mark.parametrize("mode,precision", [("full", "bf16-mixed"), ("lora", "fp32"), ("inference", "bf16-mixed")])
+def test_a_third_batch_reads_the_larger_cut_off_its_lines(mode, precision):
+    built, plan = _built(LLAMA, "llama")
+    setup = TrainSetup(mode=mode, precision=precision)
+    for b in (2, 3):  # the two batches both cut runs are simulated at
+        _at(built, plan, setup, b)
+    before = by_depth.predicted_runs()
+    later = {b: _at(built, plan, setup, b) for b in (5, 11)}
+    assert by_depth.predicted_runs() == before + 2
+    for b, (mem, curve) in later.items():
+        whole = _at(built, plan, setup, b, cut_depth=False)[0]
+        for f in FIELDS:
+            assert getattr(mem, f) == getattr(whole, f), (b, f)
+        # Both cut runs simulated at this batch, in a model that has seen no other batch.
+        fresh, _ = _built(LLAMA, "llama")
+        mem2, curve2 = _at(fresh, plan, setup, b)
+        assert mem == mem2
+        assert curve == curve2  # every op's bytes, what the batch search reads
+
+
+def test_sizes_that_grow_faster_than_the_batch_are_simulated():
+    # CLIP's contrastive logits are batch x batch: the 2-repeat run at a third batch is off
+    # its lines, so the 3-repeat run is simulated too (and the figures are the whole model's).
+    built, plan = _built(CLIP, "clip")
+    setup = TrainSetup(mode="full", precision="fp32")
+    for b in (2, 3):
+        _at(built, plan, setup, b)
+    before = by_depth.predicted_runs()
+    mem, _ = _at(built, plan, setup, 6)
+    assert by_depth.predicted_runs() == before
+    whole = _at(built, plan, setup, 6, cut_depth=False)[0]
+    for f in FIELDS:
+        assert getattr(mem, f) == getattr(whole, f), f
+
+
+def _run(sizes, ends=(5, None), ops=((1, 1, "forward", "m"), (3, 1, "forward", "m"), (6, 1, "forward", "m"))):
+    lives = [Life(n, start, end, 1, "forward", "m") for n, start, end in zip(sizes, (1, 2), ends)]
+    return by_depth._Run(lives, list(ops), 1, 10, 10, None, None, 4)
+
+
+def test_predict_by_hand():
+    # Batch 1: storages of 100 and 40 bytes; batch 2: 150 and 40 (a 50-byte slope and a
+    # weight).  The larger cut at batch 1: 130 and 40, at 2: 200 and 40.
+    refs = {1: (_run([100, 40]), _run([130, 40])), 2: (_run([150, 40]), _run([200, 40]))}
+    got = by_depth._predict(refs, 4, _run([250, 40]))  # on its lines: 100 + 3 x 50
+    assert got is not None
+    assert [x.nbytes for x in got.lives] == [130 + 3 * 70, 40]
+    # Off its line (a size that does not grow by 50 a sample): simulate.
+    assert by_depth._predict(refs, 4, _run([260, 40])) is None
+    # Another op order at this batch (a storage freed elsewhere): simulate.
+    assert by_depth._predict(refs, 4, _run([250, 40], ends=(2, None))) is None
+    # A larger cut whose line lands between two whole bytes: simulate.
+    refs_odd = {1: refs[1], 3: (_run([200, 40]), _run([131, 40]))}
+    assert by_depth._predict(refs_odd, 2, _run([150, 40])) is None
+    # A batch that is a reference itself is simulated (it was).
+    assert by_depth._predict(refs, 2, _run([150, 40])) is None
+
+
+def test_frees_between_the_same_two_ops_may_come_in_any_order():
+    # Two storages freed together (autocast's cache cleared) between the ops at events 3 and 6:
+    # their free events swap from run to run, and no figure reads the order.
+    a = by_depth._Run([Life(8, 1, 4, 1, "forward", "m"), Life(8, 2, 5, 1, "forward", "m")], [(1, 1, "forward", "m"), (3, 1, "forward", "m"), (6, 1, "forward", "m")], 1, 1, 1, None, None, 6)
+    b = dataclasses.replace(a, lives=[Life(16, 1, 5, 1, "forward", "m"), Life(16, 2, 4, 1, "forward", "m")])
+    assert by_depth._same_runs(a, b)
+    c = dataclasses.replace(a, lives=[Life(16, 1, 2, 1, "forward", "m"), Life(16, 2, 5, 1, "forward", "m")])  # freed before the op at 3
+    assert not by_depth._same_runs(a, c)
