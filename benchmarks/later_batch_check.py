@@ -1,10 +1,12 @@
 """Does reading a cut model's larger run off its lines give what simulating it gives?
 
 A card's check simulates the model at that card's batch.  For a model cut to 2
-and 3 repeats (``neurarch.plan.depth``), once two batches of the same runs are
-known, a third simulates the 2-repeat run only and, where every storage of it
-lies on its line through the two known batches, reads the 3-repeat run off its
-own lines (``neurarch.plan.by_depth._predict``).  For every bundled catalog model
+and 3 repeats (``neurarch.plan.depth``; 3 and 4 for an encoder-decoder in
+training), once two batches of the same runs are known, a third simulates the
+smaller cut only and, where every storage of it lies on its line through the two
+known batches (or on its parabola through three: CLIP's batch-by-batch
+similarities), reads the larger cut's run off its own curves
+(``neurarch.plan.by_depth._predict``).  For every bundled catalog model
 with a stack worth cutting and each mode, this simulates the steady state at
 batches 2 and 3, then at ``--batches`` (default 5, 9, 17, 33) the way the batch
 search does, and compares each with the same batch simulated in a fresh copy of
@@ -38,7 +40,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     later = [int(b) for b in args.batches.split(",")]
     print(f"machine: {platform.machine()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; seq {args.seq_len}; batches 2, 3, then {', '.join(map(str, later))}\n")
-    print("| model | mode | later batches | 3-repeat runs read off the lines | equal to both runs simulated | seconds, lines | seconds, both simulated |")
+    print("| model | mode | later batches | larger cut read off its curves | equal to both runs simulated | seconds, read off | seconds, both simulated |")
     print("|---|---|---:|---:|---|---:|---:|")
     bad = 0
     for mid in sorted(entries()):

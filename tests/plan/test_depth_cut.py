@@ -274,3 +274,27 @@ def test_three_and_four_repeats_only_where_they_cost_less_than_the_whole_model()
     assert by_depth._later_is_cheaper((1000, 1300), 12)
     # At 6: 2,200 whole against 2,900.
     assert not by_depth._later_is_cheaper((1000, 1300), 6)
+
+
+def test_an_encoder_decoder_in_training_starts_at_three_and_four_repeats(monkeypatch):
+    # Its runs at 2 and 3 repeats cannot line up in training (above), so with stacks that repeat
+    # often enough (8: 2 x 4) the first try is 3 and 4; inference keeps 2 and 3.  The figures
+    # are the whole simulation's.
+    from neurarch.plan import by_depth
+
+    built, plan = _built(dict(BART, encoder_layers=8, decoder_layers=8), "bart")
+    tried = []
+    real = by_depth.simulate_by_depth
+
+    def spy(*args, units=by_depth.CUT_UNITS, **kw):
+        tried.append(units)
+        return real(*args, units=units, **kw)
+
+    monkeypatch.setattr(by_depth, "simulate_by_depth", spy)
+    for mode, first in (("full", (3, 4)), ("inference", (2, 3))):
+        tried.clear()
+        cut = estimate(built, plan, mode, precision="fp32")
+        assert tried == [first], (mode, tried)
+        whole = estimate(built, plan, mode, precision="fp32", cut_depth=False)
+        for f in FIELDS:
+            assert getattr(cut, f) == getattr(whole, f), (mode, f)

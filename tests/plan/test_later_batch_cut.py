@@ -24,11 +24,12 @@ from neurarch.plan.train import TrainSetup
 from tiny_configs import LLAMA as TINY_LLAMA
 
 LLAMA = dict(TINY_LLAMA, num_hidden_layers=7)
+# Both towers deep enough that the cut runs cost less than the whole model.
 CLIP = dict(
     model_type="clip",
     architectures=["CLIPModel"],
-    text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=5, num_attention_heads=4, vocab_size=1000, max_position_embeddings=32, bos_token_id=0, eos_token_id=2),
-    vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4, image_size=32, patch_size=16),
+    text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=8, num_attention_heads=4, vocab_size=1000, max_position_embeddings=32, bos_token_id=0, eos_token_id=2),
+    vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=8, num_attention_heads=4, image_size=32, patch_size=16),
     projection_dim=32,
 )
 FIELDS = ("peak_tensor_bytes", "peak_bytes", "breakdown", "trainable_parameters", "kv_cache_bytes", "phase", "module", "step")
@@ -63,19 +64,25 @@ def test_a_third_batch_reads_the_larger_cut_off_its_lines(mode, precision):
         assert curve == curve2  # every op's bytes, what the batch search reads
 
 
-def test_sizes_that_grow_faster_than_the_batch_are_simulated():
-    # CLIP's contrastive logits are batch x batch: the 2-repeat run at a third batch is off
-    # its lines, so the 3-repeat run is simulated too (and the figures are the whole model's).
+def test_sizes_that_grow_with_the_square_of_the_batch_need_a_third_batch():
+    # CLIP's contrastive logits are batch x batch: at a third batch the 2-repeat run is off
+    # its lines, so the 3-repeat run is simulated too; from the fourth on, each storage lies
+    # on its parabola through the three, and the 3-repeat run is read off its own.
     built, plan = _built(CLIP, "clip")
     setup = TrainSetup(mode="full", precision="fp32")
     for b in (2, 3):
         _at(built, plan, setup, b)
     before = by_depth.predicted_runs()
-    mem, _ = _at(built, plan, setup, 6)
+    third, _ = _at(built, plan, setup, 6)
     assert by_depth.predicted_runs() == before
-    whole = _at(built, plan, setup, 6, cut_depth=False)[0]
-    for f in FIELDS:
-        assert getattr(mem, f) == getattr(whole, f), f
+    fourth, curve = _at(built, plan, setup, 10)
+    assert by_depth.predicted_runs() == before + 1
+    for b, mem in ((6, third), (10, fourth)):
+        whole = _at(built, plan, setup, b, cut_depth=False)[0]
+        for f in FIELDS:
+            assert getattr(mem, f) == getattr(whole, f), (b, f)
+    fresh, _ = _built(CLIP, "clip")
+    assert _at(fresh, plan, setup, 10) == (fourth, curve)
 
 
 def _run(sizes, ends=(5, None), ops=((1, 1, "forward", "m"), (3, 1, "forward", "m"), (6, 1, "forward", "m"))):
@@ -99,6 +106,15 @@ def test_predict_by_hand():
     assert by_depth._predict(refs_odd, 2, _run([150, 40])) is None
     # A batch that is a reference itself is simulated (it was).
     assert by_depth._predict(refs, 2, _run([150, 40])) is None
+
+
+def test_predict_a_parabola_by_hand():
+    # A storage of 10 b^2 + 5 bytes at batches 1, 2, 3 (15, 45, 95); the larger cut's 20 b^2 (20, 80, 180).
+    refs = {b: (_run([10 * b * b + 5, 40]), _run([20 * b * b, 40])) for b in (1, 2, 3)}
+    got = by_depth._predict(refs, 4, _run([165, 40]))
+    assert got is not None
+    assert [x.nbytes for x in got.lives] == [320, 40]
+    assert by_depth._predict(refs, 4, _run([166, 40])) is None  # on no parabola through the three
 
 
 def test_frees_between_the_same_two_ops_may_come_in_any_order():

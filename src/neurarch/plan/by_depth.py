@@ -6,9 +6,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import math
 import re
 import weakref
 from dataclasses import dataclass
+from fractions import Fraction
 
 from torch import nn
 
@@ -184,51 +186,58 @@ def _same_runs(*runs: _Run) -> bool:
     return all(_shapes(r) == shape for r in runs[1:])
 
 
-def _on_line(x: int | None, y: int | None, c: int | None, bx: int, by: int, bc: int) -> bool:
-    if x is None or y is None or c is None:
-        return x is None and y is None and c is None
-    return (c - x) * (by - bx) == (y - x) * (bc - bx)
+def _weights(batches: list[int], c: int) -> list[Fraction]:
+    """Lagrange's weights: the value at batch ``c`` of the polynomial through values at ``batches`` is
+    their sum weighted by these (a line through two batches, a parabola through three)."""
+    return [Fraction(math.prod(c - y for y in batches if y != x), math.prod(x - y for y in batches if y != x)) for x in batches]
 
 
-def _at(x: int, y: int, bx: int, by: int, bc: int) -> int | None:
-    """The value at batch ``bc`` on the line through ``(bx, x)`` and ``(by, y)``, if it is a whole number of bytes."""
-    q, r = divmod((y - x) * (bc - bx), by - bx)
-    return None if r or x + q < 0 else x + q
+def _value(ws: list[Fraction], ys) -> Fraction | None:
+    if any(y is None for y in ys):
+        return None
+    return sum((w * y for w, y in zip(ws, ys)), Fraction(0))
 
 
 def _predict(refs: dict, batch: int, ra: _Run) -> _Run | None:
-    """The run at the larger cut at ``batch``, read off the lines through the two reference
+    """The run at the larger cut at ``batch``, read off the curves through the reference
     batches, or None (simulate it).
 
     Every storage's bytes are a sum of tensor sizes, each a product of dimensions of which
-    only the batch changes: a line in the batch, as long as the model runs the same ops.
+    only the batch changes: a line in the batch, as long as the model runs the same ops
+    (a parabola where two dimensions are the batch: CLIP's batch-by-batch similarities).
     The smaller cut's run at this batch was simulated; it must make the same ops and
-    storages at the same events as at the two references, each storage's bytes on its
-    line (a model that runs other ops at this batch, or whose sizes grow otherwise, a
-    batch-by-batch similarity matrix, fails here).  Then the larger cut's run, which
-    differs from it only by one more repeat of the same layers, is its own references'
-    lines at this batch."""
+    storages at the same events as at the reference batches, each storage's bytes on its
+    curve through them: a line through two of them, else a parabola through three (a
+    model that runs other ops at this batch, or whose sizes grow otherwise, fails here).
+    Then the larger cut's run, which differs from it only by one more repeat of the same
+    layers, is its own references' curves at this batch."""
     if batch in refs:
         return None
-    pairs = itertools.combinations(sorted(refs.items(), reverse=True), 2)
-    pair = next(((y, x) for y, x in pairs if _same_runs(x[1][0], y[1][0], ra) and _same_runs(x[1][1], y[1][1])), None)
-    if pair is None:
-        return None
-    (by, (ya, yb)), (bx, (xa, xb)) = pair
-    if not all(_on_line(x.nbytes, y.nbytes, c.nbytes, bx, by, batch) for x, y, c in zip(xa.lives, ya.lives, ra.lives)):
-        return None
-    if not _on_line(xa.kv, ya.kv, ra.kv, bx, by, batch):
-        return None
+    known = sorted(refs.items(), reverse=True)
+    for chosen in [*itertools.combinations(known, 2), *itertools.combinations(known, 3)]:
+        small, large = [r[1][0] for r in chosen], [r[1][1] for r in chosen]
+        if not (_same_runs(*small, ra) and _same_runs(*large)):
+            continue
+        ws = _weights([b for b, _ in chosen], batch)
+        if all(_value(ws, [r.lives[i].nbytes for r in small]) == c.nbytes for i, c in enumerate(ra.lives)) and _value(ws, [r.kv for r in small]) == ra.kv:
+            return _read_off(ws, large)
+    return None
+
+
+def _read_off(ws: list[Fraction], runs: list[_Run]) -> _Run | None:
+    """The run at the weighted batch, each storage's bytes on its curve through ``runs``; None where
+    one is not a whole, nonnegative number of bytes."""
+    last = runs[-1]
     lives = []
-    for x, y in zip(xb.lives, yb.lives):
-        n = _at(x.nbytes, y.nbytes, bx, by, batch)
-        if n is None:
+    for group in zip(*(r.lives for r in runs)):
+        n = _value(ws, [x.nbytes for x in group])
+        if n is None or n.denominator != 1 or n < 0:
             return None
-        lives.append(dataclasses.replace(y, nbytes=n))
-    kv = None if yb.kv is None or xb.kv is None else _at(xb.kv, yb.kv, bx, by, batch)
-    if yb.kv is not None and kv is None:
+        lives.append(dataclasses.replace(group[-1], nbytes=int(n)))
+    kv = _value(ws, [r.kv for r in runs])
+    if last.kv is not None and (kv is None or kv.denominator != 1 or kv < 0):
         return None
-    return _Run(lives, yb.ops, yb.steps, yb.trainable, yb.parameters, kv, yb.context_len, yb.forward_end)
+    return _Run(lives, last.ops, last.steps, last.trainable, last.parameters, None if kv is None else int(kv), last.context_len, last.forward_end)
 
 
 def _ops(sim: Simulation) -> list:
@@ -374,6 +383,19 @@ def _whole_ops(ops: tuple[int, int], units: tuple[int, int], n: int) -> float:
     return a + (b - a) * (n - ua) / (ub - ua)
 
 
+def _first_units(built: BuiltModel, setup: TrainSetup) -> tuple[int, int]:
+    """The cut to try first.  An encoder-decoder in training: LATER_UNITS, when its stacks repeat at
+    least twice as often as the larger of them (then the two runs' stacks, 7 repeats, cost less than
+    the whole model's without counting the rest).  Every decoder layer adds its gradient for the
+    encoder output to one buffer, which the last decoder layer makes: at 2 repeats the second
+    repeat is that last layer, and the runs at 2 and 3 repeats do not line up (BART, T5).  Elsewhere
+    CUT_UNITS, the cheaper."""
+    stacks = depth.stacks_of(built.model)
+    if setup.mode != "inference" and getattr(built.config, "is_encoder_decoder", False) and len(stacks) > 1 and stacks[0].units >= 2 * LATER_UNITS[1]:
+        return LATER_UNITS
+    return CUT_UNITS
+
+
 def _later_is_cheaper(ops: tuple[int, int], n: int) -> bool:
     """Whether two runs at LATER_UNITS make fewer ops than one whole run, from the op counts at CUT_UNITS."""
     at = [_whole_ops(ops, CUT_UNITS, u) for u in LATER_UNITS]
@@ -392,17 +414,22 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
     elif cut_depth and key in cheaper:
         pass  # the same figures either way (docs/accuracy.md); the whole model is fewer ops here
     elif cut_depth:
-        units = lined_up.get(key, CUT_UNITS)
+        units = lined_up.get(key) or _first_units(built, setup)
+        tried = set()
         sim = None
         while True:
+            tried.add(units)
             try:
                 sim = simulate_by_depth(built, plan, setup, steps=steps, context_len=context_len, steady_only=steady_only, units=units)
             except PlanOptionError:
                 raise
             except depth.NotRepeating as e:
                 stacks = depth.stacks_of(built.model)
-                if units == CUT_UNITS and e.ops is not None and stacks and _later_is_cheaper(e.ops, stacks[0].units):
+                if units == CUT_UNITS and LATER_UNITS not in tried and e.ops is not None and stacks and _later_is_cheaper(e.ops, stacks[0].units):
                     units = LATER_UNITS
+                    continue
+                if units == LATER_UNITS and CUT_UNITS not in tried:
+                    units = CUT_UNITS
                     continue
                 why = failed[key] = _why(e)
             except Exception as e:  # the cut model does not run: simulate it whole
