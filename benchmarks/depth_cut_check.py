@@ -28,6 +28,22 @@ from neurarch.sources.catalog import entries
 FIELDS = ("peak_tensor_bytes", "peak_bytes", "first_step_peak_tensor_bytes", "breakdown", "phase", "module", "kv_cache_bytes", "trainable_parameters")
 
 
+def short_plan(mid: str, seq_len: int):
+    """``(source, built model, inputs at seq_len tokens)`` for a model with a stack worth cutting
+    (four or more repeats), the inputs None otherwise; a shorter position table caps the tokens
+    (CLIP's 77)."""
+    src = resolve(mid)
+    built = build(src)
+    stack = stack_of(built.model)
+    if stack is None or stack.units < 4:
+        return src, built, None
+    plan = plan_inputs(built.model, built.config, InputOptions(seq_len=seq_len), src.default_input_shape)
+    cap = plan_inputs(built.model, built.config, InputOptions(), src.default_input_shape).seq_len
+    if cap and plan.seq_len and cap < plan.seq_len:
+        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=cap), src.default_input_shape)
+    return src, built, plan
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--modes", default="full,lora,inference")
@@ -42,16 +58,10 @@ def main(argv=None) -> int:
     for mid in args.config or sorted(entries()):
         if args.only and args.only not in mid:
             continue
-        src = resolve(mid)
-        built = build(src)
-        stack = stack_of(built.model)
-        if stack is None or stack.units < 4:
+        src, built, plan = short_plan(mid, args.seq_len)
+        if plan is None:
             continue
         stacks = describe(stacks_of(built.model))
-        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=args.seq_len), src.default_input_shape)
-        cap = plan_inputs(built.model, built.config, InputOptions(), src.default_input_shape).seq_len
-        if cap and plan.seq_len and cap < plan.seq_len:  # a shorter position table (CLIP's 77 tokens)
-            plan = plan_inputs(built.model, built.config, InputOptions(seq_len=cap), src.default_input_shape)
         for mode in args.modes.split(","):
             try:
                 t = time.perf_counter()

@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
+from pathlib import Path
 
 from neurarch.build import build
-from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan import by_depth
-from neurarch.plan.memory import estimate_with_curve, stack_of, with_batch
+from neurarch.plan.memory import estimate_with_curve, with_batch
 from neurarch.plan.train import TrainSetup
-from neurarch.sources import resolve
 from neurarch.sources.catalog import entries
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from depth_cut_check import short_plan  # noqa: E402  (the same models and inputs as the depth-cut check)
 
 
 def main(argv=None) -> int:
@@ -48,15 +51,9 @@ def main(argv=None) -> int:
     for mid in sorted(entries()):
         if args.only and not any(o in mid for o in args.only.split(",")):
             continue
-        src = resolve(mid)
-        built = build(src)
-        stack = stack_of(built.model)
-        if stack is None or stack.units < 4:
+        src, _, plan = short_plan(mid, args.seq_len)
+        if plan is None:
             continue
-        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=args.seq_len), src.default_input_shape)
-        cap = plan_inputs(built.model, built.config, InputOptions(), src.default_input_shape).seq_len
-        if cap and plan.seq_len and cap < plan.seq_len:  # a shorter position table (CLIP's 77 tokens)
-            plan = plan_inputs(built.model, built.config, InputOptions(seq_len=cap), src.default_input_shape)
         for mode in args.modes.split(","):
             setup = TrainSetup(mode=mode)
 

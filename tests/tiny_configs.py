@@ -49,3 +49,14 @@ LLAMA_WIDE = {
     "vocab_size": 4000,
     "max_position_embeddings": 4096,
 }
+
+
+def clip(layers: int = 5) -> dict:
+    """A tiny CLIP, both towers ``layers`` deep (the depth-cut tests cut them together)."""
+    return dict(
+        model_type="clip",
+        architectures=["CLIPModel"],
+        text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4, vocab_size=1000, max_position_embeddings=32, bos_token_id=0, eos_token_id=2),
+        vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=layers, num_attention_heads=4, image_size=32, patch_size=16),
+        projection_dim=32,
+    )

@@ -16,6 +16,7 @@ from neurarch.plan.fit import batch_from_curves
 from neurarch.plan.memory import Curve, estimate, stack_of
 from tiny_configs import BERT as TINY_BERT
 from tiny_configs import LLAMA as TINY_LLAMA
+from tiny_configs import clip
 
 # The shared tiny models with deeper stacks (same-shape blocks worth cutting).
 LLAMA = dict(TINY_LLAMA, num_hidden_layers=7)
@@ -209,13 +210,7 @@ BART = dict(
     vocab_size=1000,
     max_position_embeddings=64,
 )
-CLIP = dict(
-    model_type="clip",
-    architectures=["CLIPModel"],
-    text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=5, num_attention_heads=4, vocab_size=1000, max_position_embeddings=32, bos_token_id=0, eos_token_id=2),
-    vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4, image_size=32, patch_size=16),
-    projection_dim=32,
-)
+CLIP = clip(5)
 
 
 def test_stacks_that_repeat_as_often_are_found_together():

@@ -22,16 +22,10 @@ from neurarch.plan.memory import estimate_with_curve, with_batch
 from neurarch.plan.tracker import Life
 from neurarch.plan.train import TrainSetup
 from tiny_configs import LLAMA as TINY_LLAMA
+from tiny_configs import clip
 
 LLAMA = dict(TINY_LLAMA, num_hidden_layers=7)
-# Both towers deep enough that the cut runs cost less than the whole model.
-CLIP = dict(
-    model_type="clip",
-    architectures=["CLIPModel"],
-    text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=8, num_attention_heads=4, vocab_size=1000, max_position_embeddings=32, bos_token_id=0, eos_token_id=2),
-    vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=8, num_attention_heads=4, image_size=32, patch_size=16),
-    projection_dim=32,
-)
+CLIP = clip(8)  # both towers deep enough that the cut runs cost less than the whole model
 FIELDS = ("peak_tensor_bytes", "peak_bytes", "breakdown", "trainable_parameters", "kv_cache_bytes", "phase", "module", "step")
 
 

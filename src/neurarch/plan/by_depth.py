@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import itertools
 import math
 import re
@@ -52,10 +53,10 @@ def simulate_by_depth(
     runs do not line up op by op (then simulate the whole model); its ``ops`` are the
     two runs' op counts.
 
-    At a third batch of the same runs (a card's check) only the run at ``units[0]``
-    repeats is simulated when it lies, storage by storage, on the lines through the
-    first two batches: then the run at ``units[1]`` is read off its own lines
-    (:func:`_predict`); otherwise it is simulated too."""
+    At a later batch of the same runs (a card's check) only the run at ``units[0]``
+    repeats is simulated when it lies, storage by storage, on the lines through two
+    earlier batches (or the parabolas through three): then the run at ``units[1]`` is
+    read off its own curves (:func:`_predict`); otherwise it is simulated too."""
     stacks = depth.stacks_of(built.model)
     if not stacks or stacks[0].units <= units[1]:
         return None
@@ -130,7 +131,7 @@ def simulate_by_depth(
 
 
 # --------------------------------------------------------------------------
-# A third batch: one cut run simulated, the other read off its lines
+# A later batch: one cut run simulated, the other read off its curves
 # --------------------------------------------------------------------------
 
 
@@ -147,17 +148,27 @@ class _Run:
     context_len: int | None
     forward_end: int | None
 
+    @functools.cached_property
+    def shape(self) -> list[tuple]:
+        """Each life but its bytes: when it is made, between which ops it is freed, where, and
+        what it is.  Storages freed together between two ops (autocast's weight copies when its
+        cache is cleared) go in an order that differs from run to run; nothing counts it (the
+        live bytes are read at ops), so a free is placed by the op before it, not its event.
+        Kept: a reference run is compared with every later batch's."""
+        done = [ev for ev, *_ in self.ops]
+        return [(x.start, None if x.end is None else bisect.bisect_left(done, x.end), x.step, x.phase, x.module, x.role, x.survives_forward, x.survives_optimizer, x.weight_copy) for x in self.lives]
+
 
 # model -> {the runs but their batch: {batch: (run at units[0], run at units[1])}}: the first
 # batches whose cut runs lined up, both simulated (never a predicted run).  Three, so that a
 # batch 1 that runs other ops (a size-1 dimension) still leaves two that line up.
 MAX_REFS = 3
 _REFS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
-_PREDICTED = [0]  # cut runs read off their lines instead of simulated, in this process
+_PREDICTED = [0]  # cut runs read off their curves instead of simulated, in this process
 
 
 def predicted_runs() -> int:
-    """How many cut runs this process read off the lines through two batches instead of simulating."""
+    """How many cut runs this process read off their curves through earlier batches instead of simulating."""
     return _PREDICTED[0]
 
 
@@ -167,23 +178,13 @@ def _family(plan: InputPlan, setup: TrainSetup, *rest) -> tuple:
     return (repr(dataclasses.replace(plan, batch=-1, tensors=tensors)), setup, *rest)
 
 
-def _shapes(run: _Run) -> list[tuple]:
-    """Each life but its bytes: when it is made, between which ops it is freed, where, and
-    what it is.  Storages freed together between two ops (autocast's weight copies when its
-    cache is cleared) go in an order that differs from run to run; nothing counts it (the
-    live bytes are read at ops), so a free is placed by the op before it, not its event."""
-    done = [ev for ev, *_ in run.ops]
-    return [(x.start, None if x.end is None else bisect.bisect_left(done, x.end), x.step, x.phase, x.module, x.role, x.survives_forward, x.survives_optimizer, x.weight_copy) for x in run.lives]
-
-
 def _same_runs(*runs: _Run) -> bool:
     """Whether runs at several batches make the same ops and the same storages, at the same events."""
     first = runs[0]
-    head = (first.ops, first.steps, first.trainable, first.parameters, first.context_len, first.forward_end, len(first.lives))
-    if any((r.ops, r.steps, r.trainable, r.parameters, r.context_len, r.forward_end, len(r.lives)) != head for r in runs[1:]):
+    head = (first.ops, first.steps, first.trainable, first.parameters, first.context_len, first.forward_end)
+    if any((r.ops, r.steps, r.trainable, r.parameters, r.context_len, r.forward_end) != head for r in runs[1:]):
         return False
-    shape = _shapes(first)
-    return all(_shapes(r) == shape for r in runs[1:])
+    return all(r.shape == first.shape for r in runs[1:])
 
 
 def _weights(batches: list[int], c: int) -> list[Fraction]:
