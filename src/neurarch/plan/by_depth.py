@@ -16,7 +16,6 @@ from fractions import Fraction
 from torch import nn
 
 from ..build import BuiltModel
-from ..fake.convert import meta_copy
 from ..inputs import InputPlan
 from . import depth
 from .inference import simulate_inference
@@ -64,12 +63,14 @@ def simulate_by_depth(
     refs = _REFS.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only, units), {})
 
     def run(u: int) -> _Run:
+        # The simulation copies the model it is given first, so it runs on the cut
+        # model inside the cut: one copy of the short model, not two.
         with depth.cut(built.model, stacks, u) as short:
-            cut = dataclasses.replace(built, model=meta_copy(short))
-        if setup.mode == "inference":
-            sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
-        else:
-            sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+            cut = dataclasses.replace(built, model=short)
+            if setup.mode == "inference":
+                sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
+            else:
+                sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
         return _Run(sim.lives, _ops(sim), sim.steps, sim.trainable_parameters, sim.parameters, sim.kv_cache_bytes, sim.context_len, sim.forward_end)
 
     ra = run(ua)

@@ -264,7 +264,7 @@ def store(k: str, value: Any, kind: str = "sims") -> None:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({"key": k, "value": value}, f, separators=(",", ":"))
+                f.write(json.dumps({"key": k, "value": value}, separators=(",", ":")))  # dumps: the C encoder (dump's is Python's, about 4x slower)
             os.replace(tmp, folder / f"{k}.json")
             stats["stores"] += 1
         finally:

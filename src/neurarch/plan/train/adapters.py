@@ -3,6 +3,8 @@ and the NF4 quantization of the base weights (under fake tensors or real ones)."
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import warnings
 from typing import cast
 
@@ -11,6 +13,29 @@ from torch import nn
 
 from .model import _keep_fp32, cast_model, checkpoint_kwargs
 from .setup import PlanOptionError, TrainSetup
+
+
+def _import_peft() -> None:
+    """Import peft without bitsandbytes, unless bitsandbytes is imported already.
+
+    peft imports bitsandbytes whenever it is installed (``peft.helpers``), which
+    pulls in torch's inductor: 2 s or more of a LoRA plan on a CPU machine, for
+    a mode with no bitsandbytes layer.  QLoRA imports bitsandbytes itself first
+    (:func:`_bnb`); peft's own bitsandbytes layers import it when used, so a
+    QLoRA run after a LoRA run in the same process still gets them.
+    """
+    if "peft" in sys.modules or "bitsandbytes" in sys.modules:
+        return
+    sys.modules["bitsandbytes"] = None  # type: ignore[assignment]  # `import bitsandbytes` raises ImportError meanwhile
+    try:
+        import peft  # noqa: F401
+    finally:
+        if sys.modules.get("bitsandbytes", 0) is None:
+            del sys.modules["bitsandbytes"]
+    from peft import import_utils
+
+    import_utils.is_bnb_available.cache_clear()  # in case peft asked while it was hidden
+    import_utils.is_bnb_4bit_available.cache_clear()
 
 
 def _head_modules(model: nn.Module) -> set[int]:
@@ -28,6 +53,7 @@ def _head_modules(model: nn.Module) -> set[int]:
             out = None
         if isinstance(out, nn.Module):
             heads.add(id(out))
+    _import_peft()
     from peft.utils.constants import SEQ_CLS_HEAD_NAMES
 
     for name in SEQ_CLS_HEAD_NAMES:
@@ -76,6 +102,7 @@ def _peft_accepts(model: nn.Module, name: str) -> bool:
     """Whether peft lets LoRA adapt this module (it refuses some by name: Mamba's
     ``out_proj`` and ``conv1d``), asked with peft's own check."""
     try:
+        _import_peft()
         from peft import LoraConfig
         from peft.tuners.tuners_utils import _check_lora_target_modules_mamba
     except ImportError:  # another peft: its own error, if any, comes from get_peft_model
@@ -94,6 +121,7 @@ def _adapted(model: nn.Module, setup: TrainSetup) -> list[str]:
         if not targets:
             raise PlanOptionError(f"{type(model).__name__} has no linear or convolution layer for LoRA to adapt")
         return targets
+    _import_peft()
     from peft.tuners.tuners_utils import check_target_module_exists
 
     wanted = [t.strip() for t in setup.lora_targets]
@@ -106,6 +134,7 @@ def _adapted(model: nn.Module, setup: TrainSetup) -> list[str]:
 
 
 def _lora_config(setup: TrainSetup, targets: list[str]):
+    _import_peft()
     from peft import LoraConfig
 
     # lora_alpha does not change memory; dropout does (a mask and a dropped copy of the input).
@@ -113,12 +142,33 @@ def _lora_config(setup: TrainSetup, targets: list[str]):
 
 
 def _get_peft_model(model: nn.Module, setup: TrainSetup, targets: list[str]) -> nn.Module:
+    _import_peft()
     from peft import get_peft_model
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _without_bnb_dispatch():
         warnings.simplefilter("ignore")
         # peft's default (autocast_adapter_dtype=True) keeps adapters in fp32 over a bf16/fp16 base.
         return get_peft_model(model, _lora_config(setup, targets), autocast_adapter_dtype=setup.adapter_dtype != "bf16")
+
+
+@contextlib.contextmanager
+def _without_bnb_dispatch():
+    """peft's LoRA injection imports bitsandbytes whenever it is installed, to try its
+    dispatchers for bitsandbytes layers (2 s or more on a CPU machine: it pulls in
+    torch's inductor).  Those dispatchers match bitsandbytes layers only, and a model
+    has none while bitsandbytes is not imported: then peft is told it is absent for
+    the injection, which adapts the same layers in the same way."""
+    if "bitsandbytes" in sys.modules:
+        yield
+        return
+    from peft.tuners.lora import model as lora_model
+
+    saved = lora_model.is_bnb_available, lora_model.is_bnb_4bit_available
+    lora_model.is_bnb_available = lora_model.is_bnb_4bit_available = lambda: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        lora_model.is_bnb_available, lora_model.is_bnb_4bit_available = saved
 
 
 def _inject_lora(model: nn.Module, setup: TrainSetup) -> nn.Module:
