@@ -269,6 +269,7 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     # (token ids at batch 10,000 ...); images and other float inputs need none.
     limit = max([VALUE_LIMIT, *(t.numel for t in getattr(plan, "tensors", []) if not t.dtype.is_floating_point)])
     known = ValueMode(mode, limit=limit, guess=False) if values else None
+    tracker.fake_devices = known is None  # the tracker answers a fake tensor's device itself (see LiveTracker)
     watch.values = known
     value_modes = (known, known.functions) if known is not None else ()
     # No collection during the tracked run: frees happen where reference counts

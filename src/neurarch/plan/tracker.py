@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
@@ -59,6 +60,7 @@ class Life:
 
 
 _TO_COPY = torch.ops.aten._to_copy.default
+_DEVICE = torch.ops.prim.device.default
 
 
 def _storage_id(t: torch.Tensor) -> int | None:
@@ -167,6 +169,9 @@ class LiveTracker(TorchDispatchMode):
         # (event, step, phase, module) after each op, when asked for: what
         # neurarch.plan.depth needs to line up two runs op by op.
         self.ops: list[tuple[int, int, str, str | None]] | None = None
+        # Answer a fake tensor's device here (see __torch_dispatch__); off while a mode
+        # that follows values sits between this one and FakeTensorMode.
+        self.fake_devices = False
 
     # -- the training loop's calls ---------------------------------------
     def set_phase(self, step: int, phase: str) -> None:
@@ -253,6 +258,17 @@ class LiveTracker(TorchDispatchMode):
 
     # -- dispatch ------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _DEVICE and self.fake_devices:
+            # ``t.device`` on a fake tensor is an op (prim.device): two of every three ops a
+            # training step dispatches (autograd's engine and the optimizer ask every tensor).
+            # It makes no storage; FakeTensorMode answers it with the tensor's fake device
+            # (torch's ``_device_handler``), which is what this returns, without the trip
+            # through the modes below.  The op is still recorded, as any other.
+            t = args[0] if len(args) == 1 else None
+            if isinstance(t, FakeTensor) and not t.fake_mode.in_kernel_invocation:
+                if self.ops is not None and not self.closed:
+                    self.ops.append((self.events, self.step, self.phase, self._module(peek=True)))
+                return t.fake_device
         out = func(*args, **(kwargs or {}))
         if not self.closed:
             lives = [self._see(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]

@@ -1,0 +1,84 @@
+"""The tracker answers a fake tensor's device itself: the same answer, the same run.
+
+``t.device`` on a fake tensor is an op (``prim.device``) that passes through every
+dispatch mode down to FakeTensorMode.  The tracker answers it as FakeTensorMode does;
+the references here are torch's own answer (the tracker off) and the same simulation
+with the tracker sending every device query down the modes, as before.
+"""
+
+import contextlib
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import neurarch.plan.simulation as simulation
+from neurarch.build import build_from_config
+from neurarch.inputs import InputOptions, plan_inputs
+from neurarch.plan.tracker import LiveTracker
+from neurarch.plan.train import TrainSetup
+from tiny_configs import LLAMA
+
+
+def test_a_fake_tensor_reports_its_fake_device_under_the_tracker():
+    def step(*modes):
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        with mode:
+            x = torch.empty(4, 8, requires_grad=True)  # a fake CPU tensor, as the simulation's; its kernels run on meta
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(mode)
+            for m in modes:
+                stack.enter_context(m)
+            (x * 2).sum().backward()  # autograd's engine asks each gradient's device (in C++)
+        return x.grad.device, x.grad.shape
+
+    tracker = _Counting()
+    tracker.fake_devices = True
+    assert step(tracker) == step() == (torch.device("cpu"), torch.Size([4, 8]))  # torch's own answer: no tracker; never "meta"
+    assert tracker.answered > 0
+
+
+class _Counting(LiveTracker):
+    """The tracker, counting the device queries it answered; ``down`` sends them all down the modes."""
+
+    down = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.answered = 0
+
+    def __setattr__(self, name, value):
+        if name == "fake_devices" and type(self).down:
+            value = False
+        super().__setattr__(name, value)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.prim.device.default and self.fake_devices:
+            self.answered += 1
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def _run(monkeypatch, down: bool, setup: TrainSetup):
+    trackers = []
+
+    class Tracker(_Counting):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            trackers.append(self)
+
+    Tracker.down = down
+    monkeypatch.setattr(simulation, "LiveTracker", Tracker)
+    built = build_from_config(dict(LLAMA), "test")
+    plan = plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=32))
+    sim = simulation.simulate(built, plan, setup, record_ops=True)
+    (tracker,) = trackers
+    return sim, tracker.answered
+
+
+def test_a_simulation_is_the_same_with_device_queries_answered_by_the_tracker(monkeypatch):
+    for setup in (TrainSetup(mode="full", precision="bf16-mixed"), TrainSetup(mode="inference")):
+        fast, answered = _run(monkeypatch, False, setup)
+        slow, none = _run(monkeypatch, True, setup)
+        assert answered > 100 and none == 0  # the queries happen, and the reference run answers none itself
+        assert [(x.nbytes, x.start, x.end, x.phase, x.module) for x in fast.lives] == [(x.nbytes, x.start, x.end, x.phase, x.module) for x in slow.lives]
+        assert fast.ops == slow.ops
+        assert fast.peak == slow.peak and fast.rounded_bytes == slow.rounded_bytes
