@@ -161,14 +161,19 @@ class Jobs:
     results.  Started before the parent traces the model, they overlap that
     trace.  Elsewhere, or with one core, they run one after another inside
     :meth:`results`.  ``NEURARCH_JOBS=N`` caps the workers (1: no worker
-    processes).  :meth:`close` stops workers still running (a timeout, a
-    failed trace): never a hang, never an orphan.
+    processes).  ``start``: the order to start workers' jobs in (a free
+    worker takes the next; by default the dict's order); :meth:`results`
+    gives them in the dict's order whatever the start order.  :meth:`close` stops workers still
+    running (a timeout, a failed trace): never a hang, never an orphan.
     """
 
-    def __init__(self, jobs: dict, workers: int | None = None):
+    def __init__(self, jobs: dict, workers: int | None = None, start: list | None = None):
         global _JOBS
         self.jobs = jobs
         self.names = list(jobs)
+        if start is not None:
+            assert sorted(start) == sorted(self.names), "start names every job once"
+            self.names = list(start)
         if workers is None:
             env = os.environ.get("NEURARCH_JOBS", "").strip()
             want = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
@@ -193,13 +198,15 @@ class Jobs:
         if self.pool is None:
             _JOBS = self.jobs
             try:
-                return {n: JobOutcome(ok, v) for n, ok, v in map(_call_job, self.names)}
+                # one after another: the order to start them in changes nothing, so the dict's
+                return {n: JobOutcome(ok, v) for n, ok, v in map(_call_job, list(self.jobs))}
             finally:
                 _JOBS = None
         from concurrent.futures.process import BrokenProcessPool
 
         out: dict = {}
-        for n, fut in self.futures.items():
+        for n in self.jobs:
+            fut = self.futures[n]
             try:
                 _, ok, v = fut.result()
             except BrokenProcessPool:

@@ -152,3 +152,32 @@ def test_started_jobs_overlap_the_parent_and_close_kills_what_still_runs(tmp_pat
             alive = False
         assert not alive
     assert not marker.exists()
+
+
+def test_jobs_start_in_the_order_asked_and_come_back_in_their_own(tmp_path):
+    import time
+
+    from neurarch.jobs import Jobs
+
+    log = tmp_path / "started"
+
+    def job(name, wait):
+        def run():
+            with open(log, "a") as f:  # one line per job, written as it starts
+                f.write(name + "\n")
+            time.sleep(wait)
+            return name
+
+        return run
+
+    # Two workers: the first two started run at once, the third only when one of them is done.
+    jobs = Jobs({"a": job("a", 0), "b": job("b", 0.5), "c": job("c", 0.5)}, workers=2, start=["c", "b", "a"])
+    out = jobs.results()
+    jobs.close()
+    assert list(out) == ["a", "b", "c"] and [v for _, v in out.values()] == ["a", "b", "c"]
+    started = log.read_text().split()
+    assert sorted(started[:2]) == ["b", "c"] and started[2] == "a"
+    # one after another (one worker): the dict's order, the results the same
+    log.unlink()
+    out = Jobs({"a": job("a", 0), "b": job("b", 0), "c": job("c", 0)}, workers=1, start=["c", "b", "a"]).results()
+    assert list(out) == ["a", "b", "c"] and log.read_text().split() == ["a", "b", "c"]
