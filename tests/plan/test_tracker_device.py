@@ -1,9 +1,10 @@
-"""The tracker answers a fake tensor's device itself: the same answer, the same run.
+"""The tracker answers a fake tensor's device and runs the gaps' answers itself: the same run.
 
 ``t.device`` on a fake tensor is an op (``prim.device``) that passes through every
-dispatch mode down to FakeTensorMode.  The tracker answers it as FakeTensorMode does;
-the references here are torch's own answer (the tracker off) and the same simulation
-with the tracker sending every device query down the modes, as before.
+dispatch mode down to FakeTensorMode.  The tracker answers it as FakeTensorMode does,
+and calls the gaps' handler (neurarch.fake.gaps) in its own instead of having it a mode
+of its own below.  The references here are torch's own answer (no tracker) and the
+same simulation with every op sent down through every mode, the gaps' one included.
 """
 
 import contextlib
@@ -38,18 +39,11 @@ def test_a_fake_tensor_reports_its_fake_device_under_the_tracker():
 
 
 class _Counting(LiveTracker):
-    """The tracker, counting the device queries it answered; ``down`` sends them all down the modes."""
-
-    down = False
+    """The tracker, counting the device queries it answered itself."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.answered = 0
-
-    def __setattr__(self, name, value):
-        if name == "fake_devices" and type(self).down:
-            value = False
-        super().__setattr__(name, value)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is torch.ops.prim.device.default and self.fake_devices:
@@ -57,7 +51,7 @@ class _Counting(LiveTracker):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
-def _run(monkeypatch, down: bool, setup: TrainSetup):
+def _run(monkeypatch, direct: bool, setup: TrainSetup):
     trackers = []
 
     class Tracker(_Counting):
@@ -65,8 +59,8 @@ def _run(monkeypatch, down: bool, setup: TrainSetup):
             super().__init__(*args, **kwargs)
             trackers.append(self)
 
-    Tracker.down = down
     monkeypatch.setattr(simulation, "LiveTracker", Tracker)
+    monkeypatch.setattr(simulation, "DIRECT", direct)
     built = build_from_config(dict(LLAMA), "test")
     plan = plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=32))
     sim = simulation.simulate(built, plan, setup, record_ops=True)
@@ -74,11 +68,16 @@ def _run(monkeypatch, down: bool, setup: TrainSetup):
     return sim, tracker.answered
 
 
-def test_a_simulation_is_the_same_with_device_queries_answered_by_the_tracker(monkeypatch):
-    for setup in (TrainSetup(mode="full", precision="bf16-mixed"), TrainSetup(mode="inference")):
-        fast, answered = _run(monkeypatch, False, setup)
-        slow, none = _run(monkeypatch, True, setup)
-        assert answered > 100 and none == 0  # the queries happen, and the reference run answers none itself
+def test_a_simulation_is_the_same_with_the_tracker_answering_devices_and_running_the_gaps(monkeypatch):
+    setups = (
+        TrainSetup(mode="full", precision="bf16-mixed"),
+        TrainSetup(mode="full", precision="fp32", optimizer="adafactor"),  # reads its step with .item(): the gaps answer it
+        TrainSetup(mode="inference"),
+    )
+    for setup in setups:
+        fast, answered = _run(monkeypatch, True, setup)
+        slow, none = _run(monkeypatch, False, setup)  # every op down through the gaps' mode to FakeTensorMode
+        assert answered > 100 and none == 0
         assert [(x.nbytes, x.start, x.end, x.phase, x.module) for x in fast.lives] == [(x.nbytes, x.start, x.end, x.phase, x.module) for x in slow.lives]
         assert fast.ops == slow.ops
         assert fast.peak == slow.peak and fast.rounded_bytes == slow.rounded_bytes

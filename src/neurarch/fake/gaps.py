@@ -104,6 +104,11 @@ class FakeGaps(TorchDispatchMode):
         self.in_optimizer = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.answer(func, args, kwargs)
+
+    def answer(self, func, args=(), kwargs=None):
+        """Run ``func`` as the mode would: also for a mode above that answers in its stead
+        (:class:`~neurarch.plan.tracker.LiveTracker`: one dispatch frame less per op)."""
         kwargs = kwargs or {}
         if self.in_optimizer and func is aten._local_scalar_dense.default:
             try:

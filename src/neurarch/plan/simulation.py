@@ -226,6 +226,11 @@ def _with_values(built: BuiltModel, run):
     return run(True)
 
 
+# False: every op through every mode, the tracker answering nothing itself (the layout the
+# tests compare the direct one with: tests/plan/test_tracker_device.py).
+DIRECT = True
+
+
 def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False, values: bool = False) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
@@ -269,9 +274,13 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     # (token ids at batch 10,000 ...); images and other float inputs need none.
     limit = max([VALUE_LIMIT, *(t.numel for t in getattr(plan, "tensors", []) if not t.dtype.is_floating_point)])
     known = ValueMode(mode, limit=limit, guess=False) if values else None
-    tracker.fake_devices = known is None  # the tracker answers a fake tensor's device itself (see LiveTracker)
     watch.values = known
     value_modes = (known, known.functions) if known is not None else ()
+    # With no value mode between them, the tracker answers a fake tensor's device itself
+    # and runs the gaps' answers in its own handler: the same ops, a dispatch frame less each.
+    direct = known is None and DIRECT
+    tracker.fake_devices = direct
+    tracker.runs_ops = gaps if direct else None
     # No collection during the tracked run: frees happen where reference counts
     # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)
     gc.collect(0)
@@ -280,7 +289,7 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
         with contextlib.ExitStack() as stack:
             stack.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")
-            for cm in (unpacked_sequences(), mode, gaps, *value_modes, kernels, tracker):
+            for cm in (unpacked_sequences(), mode, *(() if direct else (gaps,)), *value_modes, kernels, tracker):
                 stack.enter_context(cm)  # the tracker innermost: it sees what the value mode returns
             for t in [*model.parameters(), *model.buffers(), *quantized, *held]:
                 tracker.register(t, WEIGHTS)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -172,6 +173,9 @@ class LiveTracker(TorchDispatchMode):
         # Answer a fake tensor's device here (see __torch_dispatch__); off while a mode
         # that follows values sits between this one and FakeTensorMode.
         self.fake_devices = False
+        # A mode not pushed whose ``answer(func, args, kwargs)`` runs each op in this one's
+        # stead (neurarch.fake.gaps.FakeGaps, when nothing sits between it and the tracker).
+        self.runs_ops: Any = None
 
     # -- the training loop's calls ---------------------------------------
     def set_phase(self, step: int, phase: str) -> None:
@@ -269,7 +273,7 @@ class LiveTracker(TorchDispatchMode):
                 if self.ops is not None and not self.closed:
                     self.ops.append((self.events, self.step, self.phase, self._module(peek=True)))
                 return t.fake_device
-        out = func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {})) if self.runs_ops is None else self.runs_ops.answer(func, args, kwargs)
         if not self.closed:
             lives = [self._see(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
             if func is _TO_COPY and args and isinstance(args[0], torch.Tensor) and lives and lives[0] is not None:
