@@ -137,10 +137,12 @@ def library_logs():
 _JOBS: dict | None = None  # name -> callable, read by forked workers
 
 
-def _child_init() -> None:
+def _child_init(init=None) -> None:
     import torch
 
     torch.set_num_threads(1)
+    if init is not None:
+        init()
 
 
 def _call_job(name: str):
@@ -163,11 +165,13 @@ class Jobs:
     :meth:`results`.  ``NEURARCH_JOBS=N`` caps the workers (1: no worker
     processes).  ``start``: the order to start workers' jobs in (a free
     worker takes the next; by default the dict's order); :meth:`results`
-    gives them in the dict's order whatever the start order.  :meth:`close` stops workers still
-    running (a timeout, a failed trace): never a hang, never an orphan.
+    gives them in the dict's order whatever the start order.  ``init``: called
+    in each worker process as it starts (not when the jobs run in this one).
+    :meth:`close` stops workers still running (a timeout, a failed trace):
+    never a hang, never an orphan.
     """
 
-    def __init__(self, jobs: dict, workers: int | None = None, start: list | None = None):
+    def __init__(self, jobs: dict, workers: int | None = None, start: list | None = None, init=None):
         global _JOBS
         self.jobs = jobs
         self.names = list(jobs)
@@ -187,7 +191,7 @@ class Jobs:
 
         _JOBS = jobs  # the children read it: with fork, all of them start at the first submit
         try:
-            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_init)
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_init, initargs=(init,))
             self.futures = {n: self.pool.submit(_call_job, n) for n in self.names}
         finally:
             _JOBS = None

@@ -91,7 +91,14 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
     # Started the slowest first, so two workers finish together, and the cost count, a second
     # or two, last: it fills the gap the worker that finishes first leaves.
     start = [n for n in ("lora", "qlora", "full", "inference", "cost") if n in jobs]
-    return Jobs({n: jobs[n] for n in order}, start=start)
+    return Jobs({n: jobs[n] for n in order}, start=start, init=_worker_init)
+
+
+def _worker_init() -> None:
+    """A worker process only simulates (on fake tensors) and ends with the plan."""
+    from .plan.train.adapters import simulation_only
+
+    simulation_only()
 
 
 def analyze(spec: str, options: Options | None = None) -> Report:

@@ -4,6 +4,7 @@ and the NF4 quantization of the base weights (under fake tensors or real ones)."
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import warnings
 from typing import cast
@@ -184,8 +185,56 @@ def _inject_lora(model: nn.Module, setup: TrainSetup) -> nn.Module:
 QLORA_BLOCKSIZE = 64
 
 
+_SIMULATION_ONLY = [False]
+
+
+def simulation_only() -> None:
+    """This process only simulates, on fake tensors (a plan's forked worker): bitsandbytes,
+    when a mode needs it, is imported with its kernels' ``torch.compile`` left to their first
+    call (:func:`_import_bnb`)."""
+    _SIMULATION_ONLY[0] = True
+
+
+def _compile_on_first_call(model=None, **kwargs):
+    """``torch.compile``, with the compiling (and the import of torch's compiler, about 2 s
+    on a CPU machine) left to the function's first call: the same compiled function then."""
+    if model is None:
+        return lambda fn: _compile_on_first_call(fn, **kwargs)
+    compiled = []
+
+    @functools.wraps(model)
+    def call(*args, **kw):
+        if not compiled:
+            compiled.append(_TORCH_COMPILE[0](model, **kwargs))
+        return compiled[0](*args, **kw)
+
+    return call
+
+
+_TORCH_COMPILE: list = [None]
+
+
+def _import_bnb() -> None:
+    """Import bitsandbytes; in a process that only simulates, with ``torch.compile`` left
+    to each kernel's first call.  bitsandbytes wraps its CPU kernels in ``torch.compile`` as
+    it is imported, which imports torch's compiler (2 s of a QLoRA job on this project's
+    machine); a simulation never calls those kernels (bitsandbytes' ops on fake tensors run
+    their fake implementations), and a process that did would compile them then."""
+    if "bitsandbytes" in sys.modules or not _SIMULATION_ONLY[0]:
+        import bitsandbytes  # noqa: F401
+
+        return
+    _TORCH_COMPILE[0] = torch.compile
+    torch.compile = _compile_on_first_call  # type: ignore[assignment]  # for the import only
+    try:
+        import bitsandbytes  # noqa: F401
+    finally:
+        torch.compile = _TORCH_COMPILE[0]
+
+
 def _bnb():
     try:
+        _import_bnb()
         import bitsandbytes as bnb
         import bitsandbytes.functional as bnbf
     except Exception as e:  # not installed, or no backend for this machine
