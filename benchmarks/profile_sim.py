@@ -7,11 +7,14 @@ to warm up, then once more at ``batch + 1`` under cProfile (the figures of a
 check simulation: step 2 alone, the simulation cache off).  Prints the
 seconds, FakeTensor's cache hits / misses / bypasses by reason for that run,
 the share of the time spent building the cache key (``_prep_args_for_hash``)
-and in the live-storage tracker's own code, and the top functions by own time.
+and in the live-storage tracker's own code, how many ops the tracker sees in one
+more such run and how many of them are a fake tensor's device queries, and the
+top functions by own time.
 """
 
 from __future__ import annotations
 
+import collections
 import cProfile
 import dataclasses
 import pstats
@@ -52,7 +55,28 @@ def main() -> None:
     print(f"{spec} {mode} at batch {batch + 1} (steady state): {total:.2f} s")
     print(f"FakeTensor cache: {info.hits} hits, {info.misses} misses, bypasses {dict(sorted(info.bypasses.items(), key=lambda kv: -kv[1]))}")
     print(f"cache key building: {key:.2f} s ({100 * key / total:.0f} %); the tracker's own code: {tracker:.2f} s ({100 * tracker / total:.0f} %)\n")
+    ops = _count_ops(lambda: run(batch + 2))
+    print(f"ops the tracker saw at batch {batch + 2}: {sum(ops.values())}, of which device queries (prim.device): {ops.get('prim.device.default', 0)}\n")
     stats.sort_stats("tottime").print_stats(15)
+
+
+def _count_ops(body) -> "collections.Counter[str]":
+    """The ops the live-storage tracker sees while ``body()`` runs, by name (another run, not profiled)."""
+    from neurarch.plan.tracker import LiveTracker
+
+    seen: collections.Counter[str] = collections.Counter()
+    dispatch = LiveTracker.__torch_dispatch__
+
+    def counting(self, func, types, args=(), kwargs=None):
+        seen[str(func)] += 1
+        return dispatch(self, func, types, args, kwargs)
+
+    LiveTracker.__torch_dispatch__ = counting  # type: ignore[method-assign]
+    try:
+        body()
+    finally:
+        LiveTracker.__torch_dispatch__ = dispatch  # type: ignore[method-assign]
+    return seen
 
 
 if __name__ == "__main__":
