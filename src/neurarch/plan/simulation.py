@@ -279,7 +279,6 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     # With no value mode between them, the tracker answers a fake tensor's device itself
     # and runs the gaps' answers in its own handler: the same ops, a dispatch frame less each.
     direct = known is None and DIRECT
-    tracker.fake_devices = direct
     tracker.runs_ops = gaps if direct else None
     # No collection during the tracked run: frees happen where reference counts
     # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)

@@ -170,11 +170,10 @@ class LiveTracker(TorchDispatchMode):
         # (event, step, phase, module) after each op, when asked for: what
         # neurarch.plan.depth needs to line up two runs op by op.
         self.ops: list[tuple[int, int, str, str | None]] | None = None
-        # Answer a fake tensor's device here (see __torch_dispatch__); off while a mode
-        # that follows values sits between this one and FakeTensorMode.
-        self.fake_devices = False
-        # A mode not pushed whose ``answer(func, args, kwargs)`` runs each op in this one's
-        # stead (neurarch.fake.gaps.FakeGaps, when nothing sits between it and the tracker).
+        # The fake-tensor gaps' mode (neurarch.fake.gaps.FakeGaps), not pushed: its
+        # ``answer(func, args, kwargs)`` runs each op from this one's handler.  Set only when
+        # nothing sits between this mode and FakeTensorMode, which is also when this one may
+        # answer a fake tensor's device itself (see __torch_dispatch__).
         self.runs_ops: Any = None
 
     # -- the training loop's calls ---------------------------------------
@@ -262,7 +261,7 @@ class LiveTracker(TorchDispatchMode):
 
     # -- dispatch ------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is _DEVICE and self.fake_devices:
+        if func is _DEVICE and self.runs_ops is not None:
             # ``t.device`` on a fake tensor is an op (prim.device): two of every three ops a
             # training step dispatches (autograd's engine and the optimizer ask every tensor).
             # It makes no storage; FakeTensorMode answers it with the tensor's fake device

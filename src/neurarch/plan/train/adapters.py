@@ -195,23 +195,20 @@ def simulation_only() -> None:
     _SIMULATION_ONLY[0] = True
 
 
-def _compile_on_first_call(model=None, **kwargs):
-    """``torch.compile``, with the compiling (and the import of torch's compiler, about 2 s
-    on a CPU machine) left to the function's first call: the same compiled function then."""
+def _compile_on_first_call(torch_compile, model=None, **kwargs):
+    """``torch_compile`` (torch's), with the compiling (and the import of torch's compiler, about
+    2 s on a CPU machine) left to the function's first call: the same compiled function then."""
     if model is None:
-        return lambda fn: _compile_on_first_call(fn, **kwargs)
+        return lambda fn: _compile_on_first_call(torch_compile, fn, **kwargs)
     compiled = []
 
     @functools.wraps(model)
     def call(*args, **kw):
         if not compiled:
-            compiled.append(_TORCH_COMPILE[0](model, **kwargs))
+            compiled.append(torch_compile(model, **kwargs))
         return compiled[0](*args, **kw)
 
     return call
-
-
-_TORCH_COMPILE: list = [None]
 
 
 def _import_bnb() -> None:
@@ -224,12 +221,12 @@ def _import_bnb() -> None:
         import bitsandbytes  # noqa: F401
 
         return
-    _TORCH_COMPILE[0] = torch.compile
-    torch.compile = _compile_on_first_call  # type: ignore[assignment]  # for the import only
+    real = torch.compile
+    torch.compile = functools.partial(_compile_on_first_call, real)  # type: ignore[assignment]  # for the import only
     try:
         import bitsandbytes  # noqa: F401
     finally:
-        torch.compile = _TORCH_COMPILE[0]
+        torch.compile = real
 
 
 def _bnb():
