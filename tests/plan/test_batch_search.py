@@ -106,3 +106,20 @@ def test_a_peak_that_does_not_grow_at_small_batches():
         model.runs.clear()
         found, checked = largest_batch(model.sim_at, budget)
         assert checked and found == model.brute(budget) and found in model.runs
+
+
+def test_cards_are_searched_the_largest_first_and_come_back_in_their_order():
+    # mode_result searches the card with the most memory first (after it, a cut model's smaller
+    # cards' batches lie between simulated ones: neurarch.plan.by_depth._between); the rows keep
+    # the cards' order, and every answer is the brute force's, as when each is searched alone.
+    from neurarch.cards import Card
+    from neurarch.plan.fit import DEFAULT_HEADROOM, mode_result
+
+    model = FakeModel(ROUNDED)
+    cards = [Card(name, gb, None, None, None, True, None, None, custom=True) for name, gb in (("small", 16), ("large", 80), ("mid", 40))]
+    out = mode_result(model.sim_at, 1, cards, "full")
+    assert list(out.fits) == ["small", "large", "mid"]
+    first = next(b for b in model.runs if b > 2)  # the first batch past the lines' two: the large card's
+    assert out.fits["mid"][0] + 1 < first <= 2 * out.fits["large"][0]
+    for card in cards:
+        assert out.fits[card.name][0] == model.brute(card.memory_bytes / DEFAULT_HEADROOM)

@@ -58,6 +58,49 @@ def test_a_third_batch_reads_the_larger_cut_off_its_lines(mode, precision):
         assert curve == curve2  # every op's bytes, what the batch search reads
 
 
+@pytest.mark.parametrize("mode,precision", [("full", "bf16-mixed"), ("lora", "fp32"), ("inference", "bf16-mixed")])
+def test_batches_between_three_on_one_line_are_read_off_with_nothing_simulated(mode, precision, monkeypatch):
+    built, plan = _built(LLAMA, "llama")
+    setup = TrainSetup(mode=mode, precision=precision)
+    for b in (2, 3, 13):  # both cut runs at 2 and 3; the smaller one at 13, on its lines
+        _at(built, plan, setup, b)
+
+    def no_simulation(*a, **k):
+        raise AssertionError("simulated a batch that lies between three on one line")
+
+    monkeypatch.setattr(by_depth, "simulate", no_simulation)
+    monkeypatch.setattr(by_depth, "simulate_inference", no_simulation)
+    before = by_depth.read_batches()
+    later = {b: _at(built, plan, setup, b) for b in (4, 8, 12)}
+    assert by_depth.read_batches() == before + 3
+    monkeypatch.undo()
+    for b, (mem, curve) in later.items():
+        # Both cut runs simulated at this batch, in a model that has seen no other batch.
+        fresh, _ = _built(LLAMA, "llama")
+        assert _at(fresh, plan, setup, b) == (mem, curve), b
+        whole = _at(built, plan, setup, b, cut_depth=False)[0]
+        for f in FIELDS:
+            assert getattr(mem, f) == getattr(whole, f), (b, f)
+    # Past the largest of the three, the smaller cut is simulated again.
+    before = by_depth.read_batches()
+    _at(built, plan, setup, 14)
+    assert by_depth.read_batches() == before
+
+
+def test_between_by_hand():
+    # Batches 1 and 2 (the references, both cuts) and 5 (the smaller cut, on its line): a storage
+    # of 50 b + 50 bytes, the larger cut's 70 b + 60.  Between 1 and 5 both are read off.
+    refs = {1: (_run([100, 40]), _run([130, 40])), 2: (_run([150, 40]), _run([200, 40]))}
+    spans = {(2, 1): (1, 5)}
+    got = by_depth._between(refs, spans, 4)
+    assert got is not None
+    assert [x.nbytes for x in got[0].lives] == [250, 40]
+    assert [x.nbytes for x in got[1].lives] == [340, 40]
+    assert by_depth._between(refs, spans, 6) is None  # past the span: simulate
+    assert by_depth._between(refs, spans, 2) is None  # a reference itself
+    assert by_depth._between(refs, {}, 4) is None  # no third batch on the line yet
+
+
 def test_sizes_that_grow_with_the_square_of_the_batch_need_a_third_batch():
     # CLIP's contrastive logits are batch x batch: at a third batch the 2-repeat run is off
     # its lines, so the 3-repeat run is simulated too; from the fourth on, each storage lies
@@ -90,7 +133,8 @@ def test_predict_by_hand():
     refs = {1: (_run([100, 40]), _run([130, 40])), 2: (_run([150, 40]), _run([200, 40]))}
     got = by_depth._predict(refs, 4, _run([250, 40]))  # on its lines: 100 + 3 x 50
     assert got is not None
-    assert [x.nbytes for x in got.lives] == [130 + 3 * 70, 40]
+    assert [x.nbytes for x in got[0].lives] == [130 + 3 * 70, 40]
+    assert sorted(got[1]) == [1, 2]  # the line through these two
     # Off its line (a size that does not grow by 50 a sample): simulate.
     assert by_depth._predict(refs, 4, _run([260, 40])) is None
     # Another op order at this batch (a storage freed elsewhere): simulate.
@@ -107,7 +151,8 @@ def test_predict_a_parabola_by_hand():
     refs = {b: (_run([10 * b * b + 5, 40]), _run([20 * b * b, 40])) for b in (1, 2, 3)}
     got = by_depth._predict(refs, 4, _run([165, 40]))
     assert got is not None
-    assert [x.nbytes for x in got.lives] == [320, 40]
+    assert [x.nbytes for x in got[0].lives] == [320, 40]
+    assert sorted(got[1]) == [1, 2, 3]
     assert by_depth._predict(refs, 4, _run([166, 40])) is None  # on no parabola through the three
 
 

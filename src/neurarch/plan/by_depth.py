@@ -20,7 +20,7 @@ from ..inputs import InputPlan
 from . import depth
 from .inference import simulate_inference
 from .overhead import cuda_round
-from .simulation import Peak, Simulation, category, simulate
+from .simulation import Peak, Simulation, category, refigured, simulate
 from .tracker import Life
 from .train import PlanOptionError, TrainSetup
 
@@ -73,11 +73,16 @@ def simulate_by_depth(
                 sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
         return _Run(sim.lives, _ops(sim), sim.steps, sim.trainable_parameters, sim.parameters, sim.kv_cache_bytes, sim.context_len, sim.forward_end)
 
-    ra = run(ua)
-    rb = _predict(refs, plan.batch, ra)
-    predicted = rb is not None
-    if rb is None:
-        rb = run(ub)
+    spans = _SPANS.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only, units), {})
+    read = _between(refs, spans, plan.batch)
+    line: tuple[int, ...] = ()
+    if read is not None:
+        ra, rb = read
+    else:
+        ra = run(ua)
+        predicted_run = _predict(refs, plan.batch, ra)
+        rb, line = predicted_run if predicted_run is not None else (run(ub), ())
+    predicted = read is not None or bool(line)
     pa = depth.points(ra.lives, ra.ops, stacks, ua, category, cuda_round)
     pb = depth.points(rb.lives, rb.ops, stacks, ub, category, cuda_round)
     try:
@@ -86,14 +91,22 @@ def simulate_by_depth(
         except depth.NotRepeating:
             if not predicted:
                 raise
-            predicted, rb = False, run(ub)  # the real run decides
+            if read is not None:  # nothing was simulated at this batch: the real runs decide
+                ra, read = run(ua), None
+                pa = depth.points(ra.lives, ra.ops, stacks, ua, category, cuda_round)
+            predicted, line, rb = False, (), run(ub)
             pb = depth.points(rb.lives, rb.ops, stacks, ub, category, cuda_round)
             pts = depth.extrapolate(pa, pb, ua, ub, stacks)
     except depth.NotRepeating as e:
         e.ops = (len(ra.ops), len(rb.ops))
         raise
-    if predicted:
+    if read is not None:
+        _READ[0] += 1
+    elif predicted:
         _PREDICTED[0] += 1
+        if len(line) == 2 and plan.batch not in line:  # a third batch on the line through two: see _between
+            lo, hi = spans.get(line, (min(line), max(line)))
+            spans[line] = (min(lo, plan.batch), max(hi, plan.batch))
     elif len(refs) < MAX_REFS:
         refs.setdefault(plan.batch, (ra, rb))
 
@@ -166,11 +179,20 @@ class _Run:
 MAX_REFS = 3
 _REFS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
 _PREDICTED = [0]  # cut runs read off their curves instead of simulated, in this process
+# model -> {the runs but their batch: {two reference batches: (lo, hi)}}: the smaller cut simulated
+# at lo and hi lay on its line through the two, storage by storage (see _between).
+_SPANS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+_READ = [0]  # batches whose two cut runs were both read off their lines, in this process
 
 
 def predicted_runs() -> int:
     """How many cut runs this process read off their curves through earlier batches instead of simulating."""
     return _PREDICTED[0]
+
+
+def read_batches() -> int:
+    """How many batches this process read both cut runs of off their lines, simulating neither (:func:`_between`)."""
+    return _READ[0]
 
 
 def _family(plan: InputPlan, setup: TrainSetup, *rest) -> tuple:
@@ -200,9 +222,9 @@ def _value(ws: list[Fraction], ys) -> Fraction | None:
     return sum((w * y for w, y in zip(ws, ys)), Fraction(0))
 
 
-def _predict(refs: dict, batch: int, ra: _Run) -> _Run | None:
+def _predict(refs: dict, batch: int, ra: _Run) -> tuple[_Run, tuple[int, ...]] | None:
     """The run at the larger cut at ``batch``, read off the curves through the reference
-    batches, or None (simulate it).
+    batches, and those batches; or None (simulate it).
 
     Every storage's bytes are a sum of tensor sizes, each a product of dimensions of which
     only the batch changes: a line in the batch, as long as the model runs the same ops
@@ -222,7 +244,33 @@ def _predict(refs: dict, batch: int, ra: _Run) -> _Run | None:
             continue
         ws = _weights([b for b, _ in chosen], batch)
         if all(_value(ws, [r.lives[i].nbytes for r in small]) == c.nbytes for i, c in enumerate(ra.lives)) and _value(ws, [r.kv for r in small]) == ra.kv:
-            return _read_off(ws, large)
+            rb = _read_off(ws, large)
+            return None if rb is None else (rb, tuple(b for b, _ in chosen))
+    return None
+
+
+def _between(refs: dict, spans: dict, batch: int) -> tuple[_Run, _Run] | None:
+    """Both cut runs at ``batch`` read off their lines, nothing simulated; or None (simulate).
+
+    ``spans``: {two reference batches: (lo, hi)}, where the smaller cut was simulated at
+    ``lo`` and ``hi`` too (as a later batch's check) and lay there, storage by storage, on
+    its line through the two.  A storage's bytes are a polynomial in the batch with
+    nonnegative coefficients (a sum of tensor sizes, each a product of dimensions), so
+    convex; a convex function that meets a line at three batches follows it between the
+    outer two.  So, where the model runs the same ops at every batch from ``lo`` to ``hi``
+    (it does at the three simulated; the batch search has always assumed it of the batch
+    after the one it checks, :func:`neurarch.plan.fit._next_cannot_fit`), each storage of
+    the smaller cut at a batch in between is its line's value there, exactly; the larger
+    cut's run is read off its own lines, as in :func:`_predict`."""
+    if batch in refs:
+        return None
+    for pair, (lo, hi) in spans.items():
+        if lo <= batch <= hi:
+            ws = _weights(list(pair), batch)
+            ra = _read_off(ws, [refs[b][0] for b in pair])
+            rb = _read_off(ws, [refs[b][1] for b in pair])
+            if ra is not None and rb is not None:
+                return ra, rb
     return None
 
 
@@ -442,10 +490,16 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
             if _whole_is_cheaper(sim):
                 cheaper.add(key)
             return sim
-    if setup.mode == "inference":
-        sim = simulate_inference(built, plan, setup, context_len=context_len, record_ops=True)
+    book = _WHOLE.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only), ({}, {}))
+    sim = _whole_between(book, plan.batch)
+    if sim is None:
+        if setup.mode == "inference":
+            sim = simulate_inference(built, plan, setup, context_len=context_len, record_ops=True)
+        else:
+            sim = simulate(built, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+        _whole_learn(book, plan.batch, sim)
     else:
-        sim = simulate(built, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+        _READ[0] += 1
     pts = depth.points(sim.lives, _ops(sim), _NO_STACK, 0, category, cuda_round)
     keep = _steady_filter(setup, pts)
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}
@@ -455,6 +509,54 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
     if why:
         sim.method = f"simulated whole (the cut-depth shortcut did not apply: {why})"
     return sim
+
+
+# model -> {the runs but their batch: ({batch: (its run, its simulation)}, spans as in _SPANS)}: a
+# model simulated whole, its first batches and where the lines through two of them were met again.
+_WHOLE: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+
+
+def _as_run(sim: Simulation) -> _Run:
+    return _Run(sim.lives, _ops(sim), sim.steps, sim.trainable_parameters, sim.parameters, sim.kv_cache_bytes, sim.context_len, sim.forward_end)
+
+
+def _whole_learn(book: tuple[dict, dict], batch: int, sim: Simulation) -> None:
+    """Keep a whole simulation's run as a reference (the first ones), or, where it lies storage by
+    storage on the line through two references, widen their span to its batch (see :func:`_between`)."""
+    refs, spans = book
+    if batch in refs or sim.windows is None:
+        return
+    run, kept = _as_run(sim), dataclasses.replace(sim)  # the caller adds its curve to sim
+    if len(refs) < 2:
+        refs[batch] = (run, kept)
+        return
+    for pair in itertools.combinations(sorted(refs, reverse=True), 2):
+        runs = [refs[b][0] for b in pair]
+        if not (_same_runs(*runs, run) and all(refs[b][1].windows == sim.windows for b in pair)):
+            continue
+        ws = _weights(list(pair), batch)
+        if all(_value(ws, [r.lives[i].nbytes for r in runs]) == c.nbytes for i, c in enumerate(run.lives)) and _value(ws, [r.kv for r in runs]) == run.kv:
+            lo, hi = spans.get(pair, (min(pair), max(pair)))
+            spans[pair] = (min(lo, batch), max(hi, batch))
+            return
+    if len(refs) < MAX_REFS:
+        refs[batch] = (run, kept)
+
+
+def _whole_between(book: tuple[dict, dict], batch: int) -> Simulation | None:
+    """The whole model's simulation at ``batch`` read off its storages' lines, where two reference
+    batches and a third simulated one lie on them around it (the argument of :func:`_between`); or None."""
+    refs, spans = book
+    if batch in refs:
+        return None
+    for pair, (lo, hi) in spans.items():
+        if lo <= batch <= hi:
+            run = _read_off(_weights(list(pair), batch), [refs[b][0] for b in pair])
+            if run is not None:
+                sim = refigured(refs[pair[-1]][1], run.lives, run.kv)
+                sim.ops = run.ops
+                return sim
+    return None
 
 
 def _why(e: Exception) -> str:

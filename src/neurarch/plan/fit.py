@@ -168,9 +168,14 @@ def workspace_saving(card: Card, mode: str) -> int:
     return (CUBLAS_WORKSPACE_HOPPER - CUBLAS_WORKSPACE_OTHER) * (1 if mode == "inference" else 2)
 
 
+def _budget(card: Card, mode: str, headroom: float) -> float:
+    """The simulated ``peak_bytes`` that still fits ``card`` with headroom."""
+    return card.memory_bytes / headroom + workspace_saving(card, mode)
+
+
 def card_batch(sim_at: Callable[[int], tuple], card: Card, mode: str, headroom: float = DEFAULT_HEADROOM) -> tuple[int, bool]:
     """The largest batch of ``mode`` that fits ``card`` with headroom (see :func:`largest_batch`)."""
-    return largest_batch(sim_at, card.memory_bytes / headroom + workspace_saving(card, mode))
+    return largest_batch(sim_at, _budget(card, mode, headroom))
 
 
 def fsdp_plans(cards: list[Card], mode: str, c1, c2, largest_layer_bytes: int, headroom: float = DEFAULT_HEADROOM, max_gpus: int = 512) -> list[MultiGpuPlan]:
@@ -305,8 +310,12 @@ def mode_result(sim_at: Callable[[int], tuple], input_batch: int, cards: list[Ca
     and 2 the multi-GPU plans are made from.  ``sim_at(batch)`` gives a cached
     ``(MemoryMode, Curve)``: a simulation in a cold plan, a stored one in a warm one."""
     out = ModeResult(memory=sim_at(input_batch)[0])
-    for card in cards or []:
+    # The largest card first: once its batch is simulated, a cut model's smaller cards' batches
+    # lie between it and batch 2, where their runs can be read off the lines the three simulated
+    # batches confirm (neurarch.plan.by_depth._between).  The rows keep the cards' order.
+    for card in sorted(cards or [], key=lambda c: -_budget(c, mode, headroom)):
         out.fits[card.name] = card_batch(sim_at, card, mode, headroom)
+    out.fits = {c.name: out.fits[c.name] for c in cards or []}
     if mode == "full" and any(b == 0 for b, _ in out.fits.values()):
         one, c1 = sim_at(1)
         out.multi = (one, c1, sim_at(2)[1])

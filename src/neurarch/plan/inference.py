@@ -138,14 +138,13 @@ def _simulate_inference(built: BuiltModel, plan: InputPlan, setup: TrainSetup, c
     # the prefill at the input shape and the decode step on the full cache.
     marks = {(s, ph): ev for ev, s, ph in watch.phase_starts}
     parts = [(1, "prefill"), (3, "decode")]
-    peaks = [_peak_of(lives, marks[(s, ph)], marks.get((s, f"end-{ph}"), tracker.events)) for s, ph in parts if (s, ph) in marks]
+    windows = tuple((marks[(s, ph)], marks.get((s, f"end-{ph}"), tracker.events)) for s, ph in parts if (s, ph) in marks)
+    peaks = [_peak_of(lives, lo, hi) for lo, hi in windows]
     best = max(peaks, key=lambda p: p.bytes) if peaks else peak
     sim = Simulation(setup, 1, best, [best], 0, _count(model), lives)
-    sim.rounded_bytes = (
-        max(_replay(lives, marks[(s, ph)], marks.get((s, f"end-{ph}"), tracker.events), cuda_round)[0] for s, ph in parts if (s, ph) in marks)
-        if peaks
-        else _replay(lives, 0, tracker.events, cuda_round)[0]
-    )
+    windows = windows or ((0, tracker.events),)
+    sim.rounded_bytes = max(_replay(lives, lo, hi, cuda_round)[0] for lo, hi in windows)
+    sim.windows = (windows, windows)
     sim.kv_cache_bytes = info.get("kv")
     sim.context_len = ctx if decoder else None
     sim.ops = tracker.ops

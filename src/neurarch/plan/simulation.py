@@ -12,6 +12,7 @@ section is :mod:`.memory`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import warnings
 import weakref
@@ -91,6 +92,9 @@ class Simulation:
     forward_end: int | None = None  # event at which the last step's forward ended (saved activations all alive)
     cut: tuple | None = None  # (stacks, the first run's repeats, the second run's repeats) for a cut simulation; its lives are the second run's
     cut_ops: tuple[int, int] | None = None  # ops the two cut runs made (what choosing the cut cost)
+    # The event ranges its figures are read in: step_peaks' (inference: the largest of them is the
+    # one peak), and the rounded peak's (the largest over them): see refigured.
+    windows: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = field(repr=False, default=None)
 
     @property
     def steady(self) -> Peak:
@@ -101,6 +105,19 @@ class Simulation:
     @property
     def first(self) -> Peak:
         return self.step_peaks[0]
+
+
+def refigured(sim: Simulation, lives: list[Life], kv_cache_bytes: int | None) -> Simulation:
+    """``sim`` with other bytes: the same storages (``lives``, each made and freed at the same
+    event) and the same ops, so its peaks are read in the same event ranges (``sim.windows``)."""
+    assert sim.windows is not None  # set by every simulation
+    peaks_in, rounded_in = sim.windows
+    step_peaks = [_peak_of(lives, lo, hi) for lo, hi in peaks_in]
+    if sim.setup.mode == "inference":
+        step_peaks = [max(step_peaks, key=lambda p: p.bytes)]
+    out = dataclasses.replace(sim, peak=max(step_peaks, key=lambda p: p.bytes), step_peaks=step_peaks, lives=lives, kv_cache_bytes=kv_cache_bytes)
+    out.rounded_bytes = max(_replay(lives, lo, hi, cuda_round)[0] for lo, hi in rounded_in)
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -344,16 +361,14 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
     starts: dict = {}
     for ev, step, ph in watch.phase_starts:  # the first micro-batch's start; the one optimizer step's end
         starts.setdefault((step, ph), ev)
-    step_peaks = []
-    for s in [2] if steady_only else range(1, steps + 1):
-        lo = starts.get((s, "forward"), 0)
-        hi = starts.get((s, "end-optimizer"), tracker.events)
-        step_peaks.append(_peak_of(lives, lo, hi))
+    windows = tuple((starts.get((s, "forward"), 0), starts.get((s, "end-optimizer"), tracker.events)) for s in ([2] if steady_only else range(1, steps + 1)))
+    step_peaks = [_peak_of(lives, lo, hi) for lo, hi in windows]
     # The rounded replay of the steady part (step 2 on), for peak_bytes.
-    lo = starts.get((2 if steady_only else min(2, steps), "forward"), 0)
-    rounded = _replay(lives, lo, tracker.events, cuda_round)[0]
+    steady = ((starts.get((2 if steady_only else min(2, steps), "forward"), 0), tracker.events),)
+    rounded = _replay(lives, *steady[0], cuda_round)[0]
     sim = Simulation(setup, 1 if steady_only else steps, max(step_peaks, key=lambda p: p.bytes), step_peaks, sum(p.numel() for p in trainable(model)), _count(model), lives)
     sim.rounded_bytes = rounded
+    sim.windows = (windows, steady)
     sim.ops = tracker.ops
     last = 2 if steady_only else steps
     sim.forward_end = starts.get((last, "end-forward"))

@@ -1,0 +1,119 @@
+"""Do two commits print the same plan?  ``--plan --format json`` of catalog models, old against new.
+
+    python benchmarks/snapshot_diff.py 306992e HEAD                      # the default models and recipes
+    python benchmarks/snapshot_diff.py 306992e HEAD --catalog            # every bundled catalog model
+    python benchmarks/snapshot_diff.py 306992e WORKTREE --models gpt2    # the working tree's src/ as the new side
+    python benchmarks/snapshot_diff.py 306992e HEAD --save DIR           # keep both sides' JSON in DIR
+
+Each side's ``src/`` is exported (``git archive``; ``WORKTREE`` is this checkout's
+``src/`` as it is on disk) and every case runs as a fresh process with
+``PYTHONPATH`` at that tree and an empty ``NEURARCH_CACHE_DIR`` of its own, so
+nothing is read from an earlier run's cache.  The two JSON reports are compared
+after dropping what says how long a run took or which version made it (every
+key named ``seconds`` or ``tool``).  Prints one line per case and the count of
+identical ones; exits 1 when any case differs, and prints the first lines
+that do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+# The default models, and recipes that move other code paths (checkpointing and a
+# longer sequence, a task head with a fused optimizer, an encoder-decoder in fp32,
+# accumulation with eager attention).
+MODELS = ["gpt2", "meta-llama/Llama-3.2-1B-Instruct", "bert-base-uncased", "t5-small", "facebook/bart-large-cnn", "microsoft/resnet-50"]
+RECIPES = [
+    ["meta-llama/Llama-3.2-1B-Instruct", "--grad-checkpointing", "--seq-len", "1024"],
+    ["bert-base-uncased", "--task", "seq-cls", "--num-labels", "3", "--optimizer", "adamw-fused"],
+    ["t5-small", "--decoder-seq-len", "128", "--precision", "fp32"],
+    ["gpt2", "--grad-accumulation", "4", "--attn-implementation", "eager"],
+]
+DROPPED = ("seconds", "tool")
+
+
+def export(rev: str, into: Path) -> Path:
+    if rev == "WORKTREE":
+        return ROOT / "src"
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+def _drop(x):
+    if isinstance(x, dict):
+        return {k: _drop(v) for k, v in x.items() if k not in DROPPED}
+    if isinstance(x, list):
+        return [_drop(v) for v in x]
+    return x
+
+
+def plan_json(src: Path, args: list[str]) -> tuple[str, str]:
+    """The report of one case, timings dropped, as indented JSON; or an error line."""
+    env = dict(os.environ, PYTHONPATH=str(src), NEURARCH_CACHE_DIR=tempfile.mkdtemp(prefix="neurarch-snap-"))
+    out = subprocess.run([sys.executable, "-m", "neurarch.cli", *args, "--plan", "--format", "json"], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    if out.returncode != 0:
+        return "", f"exit {out.returncode}: {(out.stderr.strip().splitlines() or [''])[-1]}"
+    return json.dumps(_drop(json.loads(out.stdout)), indent=1, sort_keys=True), ""
+
+
+def catalog_ids(src: Path) -> list[str]:
+    code = "from neurarch.sources.catalog import entries; print('\\n'.join(sorted(entries())))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(src)), check=True)
+    return out.stdout.split()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old")
+    ap.add_argument("new", help="a commit, or WORKTREE for this checkout's src/ as it is")
+    ap.add_argument("--models", default="", help="comma-separated model ids instead of the defaults (no recipes)")
+    ap.add_argument("--catalog", action="store_true", help="every bundled catalog model (no recipes)")
+    ap.add_argument("--save", default="", help="a folder to keep both sides' JSON in")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="neurarch-snap-trees-") as tmp:
+        old, new = export(a.old, Path(tmp) / "old"), export(a.new, Path(tmp) / "new")
+        if a.catalog:
+            cases = [[m] for m in catalog_ids(new)]
+        elif a.models:
+            cases = [[m] for m in a.models.split(",") if m]
+        else:
+            cases = [[m] for m in MODELS] + RECIPES
+        same = 0
+        for i, args in enumerate(cases):
+            (j_old, e_old), (j_new, e_new) = plan_json(old, args), plan_json(new, args)
+            name = " ".join(args)
+            if a.save:
+                for side, text in (("old", j_old or e_old), ("new", j_new or e_new)):
+                    path = Path(a.save) / f"{i:02d}-{side}.json"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(f"// {name}\n{text}\n")
+            if e_old or e_new:
+                print(f"{name}: error (old: {e_old or 'ok'}; new: {e_new or 'ok'})", flush=True)
+                same += e_old == e_new
+                continue
+            if j_old == j_new:
+                same += 1
+                print(f"{name}: identical", flush=True)
+                continue
+            print(f"{name}: DIFFERENT", flush=True)
+            diff = difflib.unified_diff(j_old.splitlines(), j_new.splitlines(), a.old, a.new, lineterm="", n=1)
+            for line in list(diff)[:40]:
+                print("    " + line)
+        print(f"\n{same} of {len(cases)} identical ({a.old} against {a.new})")
+        sys.exit(0 if same == len(cases) else 1)
+
+
+if __name__ == "__main__":
+    main()
