@@ -5,7 +5,8 @@
 
 For each model and mode, runs the planner's batch search over the built-in cards
 (``plan.fit.mode_result``, as ``--plan`` does, one process, no cache) and counts
-the simulations it took.  Then, per card, simulates the answer B and B + 1 again
+the batches it took and how many of them were read off the lines through
+simulated ones (``neurarch.plan.by_depth._between``) instead of simulated.  Then, per card, simulates the answer B and B + 1 again
 from scratch, each on its own (the earlier batches the planner reads a cut model's
 later runs off are forgotten first, so both cut runs are simulated): B must fit the card (``peak_bytes x headroom <=
 memory``) and B + 1 must not.  Prints a Markdown table per model.
@@ -23,6 +24,7 @@ def check(spec: str, modes: list[str]) -> bool:
     import neurarch.cards as cards_mod
     from neurarch.inputs.prepare import prepare
     from neurarch.options import DEFAULT_HEADROOM, Options, PlanOptions
+    from neurarch.plan import by_depth
     from neurarch.plan.fit import mode_result, workspace_saving
     from neurarch.plan.memory import estimate_with_curve, with_batch
     from neurarch.plan.train import TrainSetup
@@ -33,8 +35,8 @@ def check(spec: str, modes: list[str]) -> bool:
     cards = list(cards_mod.builtin_cards())
     ok = True
     print(f"\n### {spec}\n")
-    print("| mode | simulations | seconds | card | largest batch | it fits | the next fits |")
-    print("|---|---:|---:|---|---:|---|---|")
+    print("| mode | batches | of them read off the lines | seconds | card | largest batch | it fits | the next fits |")
+    print("|---|---:|---:|---:|---|---:|---|---|")
     for mode in modes:
         setup = TrainSetup.from_plan(opts.plan, mode=mode, precision=opts.precision)
         sims: dict = {}
@@ -44,13 +46,13 @@ def check(spec: str, modes: list[str]) -> bool:
                 sims[b] = estimate_with_curve(p.trained, with_batch(p.plan, b), setup, steady_only=b != p.plan.batch, cache=False)
             return sims[b]
 
-        t = time.perf_counter()
+        t, read = time.perf_counter(), by_depth.read_batches()
         try:
             out = mode_result(at, p.plan.batch, cards, mode)
         except Exception as e:  # a mode that does not apply (QLoRA on a model without linear layers)
-            print(f"| {mode} | | | | {type(e).__name__}: {str(e).splitlines()[0][:80]} | | |")
+            print(f"| {mode} | | | | | {type(e).__name__}: {str(e).splitlines()[0][:80]} | | |")
             continue
-        seconds = time.perf_counter() - t
+        seconds, read = time.perf_counter() - t, by_depth.read_batches() - read
         for i, card in enumerate(cards):
             b, _ = out.fits[card.name]
             budget = card.memory_bytes / DEFAULT_HEADROOM + workspace_saving(card, mode)
@@ -62,7 +64,7 @@ def check(spec: str, modes: list[str]) -> bool:
             this = fits(b) if b else True
             nxt = fits(b + 1)
             ok &= this and not nxt
-            head = f"| {mode} | {len(sims)} | {seconds:.1f} " if i == 0 else "| | | "
+            head = f"| {mode} | {len(sims)} | {read} | {seconds:.1f} " if i == 0 else "| | | | "
             print(f"{head}| {card.name} | {b} | {'yes' if this else 'NO'} | {'YES' if nxt else 'no'} |", flush=True)
     return ok
 
@@ -74,6 +76,7 @@ def forget(model) -> None:
 
     by_depth._REFS.pop(model, None)
     by_depth._SPANS.pop(model, None)
+    by_depth._WHOLE.pop(model, None)
 
 
 def main() -> None:

@@ -12,7 +12,8 @@ Phases (one fresh process per model, the plan's jobs run one after another,
 ``NEURARCH_JOBS=1``, so each phase's time is its own; a real run forks them
 over the cores): import, build, input plan, trace (forward + backward),
 parameter count, every memory simulation (mode, batch, whether it is the
-input batch's full two-step run or a steady-state check), the cost count,
+input batch's full two-step run or a steady-state check, and whether a check was
+read off the lines through simulated batches instead), the cost count,
 the verifier and the text render.  Every run gets a fresh simulation cache
 directory (``NEURARCH_CACHE_DIR``), so nothing is served from the cache
 unless the row says so.
@@ -78,8 +79,16 @@ timed(prep, "plan_inputs", "input plan")
 timed(pl, "trace", "trace forward + backward (the layer table)")
 timed(pl, "build_params", "parameter count vs checkpoint")
 timed(pl, "build_structure", "layer table")
-timed(mem, "estimate_with_curve", lambda built, plan, setup, **k:
-      f"simulate {setup.mode} at batch {plan.batch}" + (" (steady state: a card's check)" if k.get("steady_only") else " (input batch, two steps)"))
+from neurarch.plan import by_depth
+_estimate = mem.estimate_with_curve
+def estimate(built, plan, setup, **k):
+    read, t = by_depth.read_batches(), time.perf_counter()
+    try:
+        return _estimate(built, plan, setup, **k)
+    finally:
+        how = ", read off the lines" if by_depth.read_batches() > read else ""
+        rows.append((f"simulate {setup.mode} at batch {plan.batch}" + (f" (steady state: a card's check{how})" if k.get("steady_only") else " (input batch, two steps)"), time.perf_counter() - t))
+mem.estimate_with_curve = estimate
 timed(cost, "count_step", "cost: count the step's ops")
 timed(verify, "run", "verifier")
 args = sys.argv[1].split()
@@ -156,6 +165,8 @@ def _group(row: str) -> str:
     if m is None:
         return row
     kind = "input batch (two steps)" if m.group(3) == "input batch" else ("batch 2" if m.group(2) == "2" else "card checks")
+    if kind == "card checks" and row.endswith("read off the lines)"):
+        kind = "card checks read off the lines (nothing simulated)"
     return f"simulate {m.group(1)}: {kind}"
 
 

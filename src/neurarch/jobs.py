@@ -176,7 +176,8 @@ class Jobs:
         self.jobs = jobs
         self.names = list(jobs)
         if start is not None:
-            assert sorted(start) == sorted(self.names), "start names every job once"
+            if sorted(start) != sorted(self.names):
+                raise ValueError(f"start must name every job once: {start} for {self.names}")
             self.names = list(start)
         if workers is None:
             env = os.environ.get("NEURARCH_JOBS", "").strip()

@@ -86,8 +86,7 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
             jobs[mode] = functools.partial(_mode_job, built, plan, opts, cards, mode)
     if opts.cost is not None:
         jobs["cost"] = lambda: _count_job(built, opts, default_shape)
-    # The results in this order (the report's errors are written in it: neurarch.warm keeps it too).
-    order = [n for n in ("lora", "qlora", "full", "cost", "inference") if n in jobs]
+    order = [n for n in warm.JOB_ORDER if n in jobs]  # the report's errors are written in it
     # Started the slowest first, so two workers finish together, and the cost count, a second
     # or two, last: it fills the gap the worker that finishes first leaves.
     start = [n for n in ("lora", "qlora", "full", "inference", "cost") if n in jobs]

@@ -77,6 +77,11 @@ class LaterBatchError(Exception):
 # --------------------------------------------------------------------------
 
 
+# The order a plan's job results come in (neurarch.pipeline), which is the order the report's errors
+# are written in: a replay keeps it.
+JOB_ORDER = ("lora", "qlora", "full", "cost", "inference")
+
+
 def cards_for(c: CostOptions):
     """The cards to price (every built-in card, plus custom ones, prices overridden) and the headline card's name."""
     from .cards import builtin_cards, find, parse_card, with_price
@@ -417,8 +422,7 @@ def _replay(raw: dict, opts: Options, cards) -> Report:
     w = raw["work"]
     if w is not None:
         results["cost"] = JobOutcome(True, decode_work(w["work"])) if w["ok"] else JobOutcome(False, tuple(w["error"]))
-    # the order the cold plan's jobs were started in, which is the order their errors were written
-    order = [n for n in ("lora", "qlora", "full", "cost", "inference") if n in results]
+    order = [n for n in JOB_ORDER if n in results]
     results = {n: results[n] for n in order}
     sections = priced_sections(results, raw["input_batch"], raw["seq_len"], opts, cards, report.structure, raw["trainable"], tuple(raw["attention"]))
     errors = sections.pop("errors")

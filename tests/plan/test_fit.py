@@ -181,3 +181,9 @@ def test_jobs_start_in_the_order_asked_and_come_back_in_their_own(tmp_path):
     log.unlink()
     out = Jobs({"a": job("a", 0), "b": job("b", 0), "c": job("c", 0)}, workers=1, start=["c", "b", "a"]).results()
     assert list(out) == ["a", "b", "c"] and log.read_text().split() == ["a", "b", "c"]
+    # a start order that leaves a job out, or names one twice, is refused before anything starts
+    import pytest
+
+    for bad in (["a", "b"], ["a", "b", "b"], ["a", "b", "d"]):
+        with pytest.raises(ValueError, match="start must name every job once"):
+            Jobs({"a": job("a", 0), "b": job("b", 0), "c": job("c", 0)}, workers=1, start=bad)

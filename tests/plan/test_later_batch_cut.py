@@ -87,6 +87,27 @@ def test_batches_between_three_on_one_line_are_read_off_with_nothing_simulated(m
     assert by_depth.read_batches() == before
 
 
+@pytest.mark.parametrize("mode,precision", [("full", "bf16-mixed"), ("qlora", "bf16"), ("inference", "bf16-mixed")])
+def test_a_model_simulated_whole_reads_batches_between_three_on_one_line(mode, precision, monkeypatch):
+    built, plan = _built(LLAMA, "llama")
+    setup = TrainSetup(mode=mode, precision=precision)
+    for b in (2, 3, 13):
+        _at(built, plan, setup, b, cut_depth=False)
+
+    def no_simulation(*a, **k):
+        raise AssertionError("simulated a batch that lies between three on one line")
+
+    monkeypatch.setattr(by_depth, "simulate", no_simulation)
+    monkeypatch.setattr(by_depth, "simulate_inference", no_simulation)
+    before = by_depth.read_batches()
+    later = {b: _at(built, plan, setup, b, cut_depth=False) for b in (4, 9, 12)}
+    assert by_depth.read_batches() == before + 3
+    monkeypatch.undo()
+    for b, got in later.items():
+        fresh, _ = _built(LLAMA, "llama")  # simulated at this batch alone
+        assert _at(fresh, plan, setup, b, cut_depth=False) == got, b
+
+
 def test_between_by_hand():
     # Batches 1 and 2 (the references, both cuts) and 5 (the smaller cut, on its line): a storage
     # of 50 b + 50 bytes, the larger cut's 70 b + 60.  Between 1 and 5 both are read off.

@@ -5,7 +5,11 @@ and what the card holds right after every op (the curve).  For each mode we
 simulate batch 1 and 2 (shared by every card; 2 and 3 when batch 1 runs other
 ops); each op's bytes lie on a line in the batch, so each card's largest batch
 is where the first of those lines crosses its memory.  Then we **simulate that
-batch** to check it.  Allocator rounding makes the lines inexact for some models
+batch** to check it, the card with the most memory first: where that simulation,
+storage by storage, lies on the lines through the earlier batches, every batch in
+between is read off those lines instead of simulated (exact, as long as the model
+runs the same ops at every batch in between: :func:`neurarch.plan.by_depth._between`).
+Allocator rounding makes the lines inexact for some models
 (a ViT's 197 tokens give tensor sizes that are not multiples of 512 bytes), so
 a batch that fits is the answer only once the next batch is shown not to fit:
 simulated, or by a lower bound from the unrounded bytes (:func:`_next_cannot_fit`);

@@ -17,7 +17,13 @@ class CardFit(ReportModel):
         description="usable (the total PyTorch reports for the card, sourced in the cards file) or nominal (datasheet GB, where no such report was found; the usable figure can differ either way).",
     )
     max_batch: dict[str, int] = Field(default_factory=dict, description="Mode -> largest batch that fits with headroom (0: batch 1 does not).")
-    checked: dict[str, bool] = Field(default_factory=dict, description="Mode -> the chosen batch was itself simulated.")
+    checked: dict[str, bool] = Field(
+        default_factory=dict,
+        description=(
+            "Mode -> the chosen batch's figures were worked out at that batch, not only predicted from smaller ones: simulated, "
+            "or, between two smaller simulated batches and a larger one whose every storage lies on one line, read off those lines."
+        ),
+    )
 
 
 class MultiGpuPlan(ReportModel):
