@@ -80,15 +80,14 @@ timed(pl, "trace", "trace forward + backward (the layer table)")
 timed(pl, "build_params", "parameter count vs checkpoint")
 timed(pl, "build_structure", "layer table")
 from neurarch.plan import by_depth
-_estimate = mem.estimate_with_curve
-def estimate(built, plan, setup, **k):
-    read, t = by_depth.read_batches(), time.perf_counter()
-    try:
-        return _estimate(built, plan, setup, **k)
-    finally:
-        how = ", read off the lines" if by_depth.read_batches() > read else ""
-        rows.append((f"simulate {setup.mode} at batch {plan.batch}" + (f" (steady state: a card's check{how})" if k.get("steady_only") else " (input batch, two steps)"), time.perf_counter() - t))
-mem.estimate_with_curve = estimate
+read_until = [by_depth.read_batches()]  # batches read off the lines, as of the last simulation's end
+
+def simulation_label(built, plan, setup, **k):
+    how = ", read off the lines" if by_depth.read_batches() > read_until[0] else ""
+    read_until[0] = by_depth.read_batches()
+    return f"simulate {setup.mode} at batch {plan.batch}" + (f" (steady state: a card's check{how})" if k.get("steady_only") else " (input batch, two steps)")
+
+timed(mem, "estimate_with_curve", simulation_label)
 timed(cost, "count_step", "cost: count the step's ops")
 timed(verify, "run", "verifier")
 args = sys.argv[1].split()
