@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+from ..fake.tensors import device_query
 from .price import OpRecord
 
 aten = torch.ops.aten
@@ -151,6 +152,9 @@ class OpCounter(TorchDispatchMode):
         return total
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        device = device_query(func, args)
+        if device is not None:  # a fake tensor's device query: no work, not recorded (as every prim op)
+            return device
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         packet = func.overloadpacket

@@ -116,6 +116,23 @@ def _grouped_mm_shape(a: torch.Tensor, b: torch.Tensor, offs) -> list[int]:
 _GROUPED_MM = {getattr(aten, n).default for n in ("_grouped_mm", "grouped_mm") if hasattr(aten, n)}
 _INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
 _LOCAL_SCALAR = aten._local_scalar_dense.default
+_DEVICE = torch.ops.prim.device.default
+
+
+def device_query(func, args) -> torch.device | None:
+    """The answer to ``t.device`` on a fake tensor, or None where ``func`` is another op.
+
+    ``t.device`` is an op on a fake tensor (prim.device): two of every three ops a
+    training step dispatches (autograd's engine and the optimizer ask every tensor).
+    It makes and changes nothing; FakeTensorMode answers it with the tensor's fake
+    device outside a kernel's invocation (torch's ``_device_handler``), which is
+    what this returns, so a mode above can answer it without the trip through the
+    modes below (none of which acts on it)."""
+    if func is _DEVICE and len(args) == 1:
+        t = args[0]
+        if isinstance(t, FakeTensor) and not t.fake_mode.in_kernel_invocation:
+            return t.fake_device
+    return None
 
 
 class ValueMode(TorchDispatchMode):
@@ -312,6 +329,9 @@ class ValueMode(TorchDispatchMode):
 
     # -- dispatch -------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        device = device_query(func, args)
+        if device is not None:  # a device query keeps no value and leaves none: answered here
+            return device
         kwargs = kwargs or {}
         if func is _LOCAL_SCALAR:
             v = self.materialize(args[0])

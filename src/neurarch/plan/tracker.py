@@ -31,10 +31,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+
+from ..fake.tensors import device_query
 
 # Roles a storage can be given before or outside its life (the rest are decided
 # from the lifetime: see memory._category).
@@ -61,7 +62,6 @@ class Life:
 
 
 _TO_COPY = torch.ops.aten._to_copy.default
-_DEVICE = torch.ops.prim.device.default
 
 
 def _storage_id(t: torch.Tensor) -> int | None:
@@ -261,17 +261,14 @@ class LiveTracker(TorchDispatchMode):
 
     # -- dispatch ------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is _DEVICE and self.runs_ops is not None:
-            # ``t.device`` on a fake tensor is an op (prim.device): two of every three ops a
-            # training step dispatches (autograd's engine and the optimizer ask every tensor).
-            # It makes no storage; FakeTensorMode answers it with the tensor's fake device
-            # (torch's ``_device_handler``), which is what this returns, without the trip
-            # through the modes below.  The op is still recorded, as any other.
-            t = args[0] if len(args) == 1 else None
-            if isinstance(t, FakeTensor) and not t.fake_mode.in_kernel_invocation:
+        if self.runs_ops is not None:
+            # A fake tensor's device query (neurarch.fake.tensors.device_query) makes no storage:
+            # answered here, without the trip through the modes below.  The op is still recorded.
+            device = device_query(func, args)
+            if device is not None:
                 if self.ops is not None and not self.closed:
                     self.ops.append((self.events, self.step, self.phase, self._module(peek=True)))
-                return t.fake_device
+                return device
         out = func(*args, **(kwargs or {})) if self.runs_ops is None else self.runs_ops.answer(func, args, kwargs)
         if not self.closed:
             lives = [self._see(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
