@@ -27,9 +27,7 @@ import tempfile
 CHILD = r"""
 import os, sys, time
 T0 = time.time()
-LOG = []
 def log(what):
-    LOG.append((time.time() - T0, os.getpid(), what))
     print(f"{time.time() - T0:.3f}\t{os.getpid()}\t{what}", file=sys.stderr, flush=True)
 import neurarch.jobs as jobs
 run_one = jobs._call_job

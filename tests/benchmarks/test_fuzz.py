@@ -16,11 +16,9 @@ anything is built).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,11 +27,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("neurarch_fuzz", ROOT / "benchmarks" / "fuzz.py")
-fuzz = importlib.util.module_from_spec(_spec)
-sys.modules["neurarch_fuzz"] = fuzz
-_spec.loader.exec_module(fuzz)
+from benchmark_script import load  # noqa: E402
+
+fuzz = load("fuzz", "neurarch_fuzz")
 
 EXAMPLES = int(os.environ.get("NEURARCH_FUZZ_EXAMPLES", "100"))
 CASE_LIMIT_S = 90  # a hang past this fails the test (neurarch's own --timeout is 40 s)

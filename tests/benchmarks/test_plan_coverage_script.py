@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_coverage.py"
+from benchmark_script import load
 
 
 @pytest.fixture(scope="module")
 def pc():
-    spec = importlib.util.spec_from_file_location("plan_coverage", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("plan_coverage")
 
 
 def test_shrink_cuts_counts_per_layer_lists_and_sub_configs(pc):

@@ -13,14 +13,11 @@ import importlib.util
 import re
 from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_phases.py"
+from benchmark_script import load
 
 
 def _child_source() -> str:
-    spec = importlib.util.spec_from_file_location("plan_phases", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.PHASES_CHILD
+    return load("plan_phases").PHASES_CHILD
 
 
 def test_every_timed_target_exists():

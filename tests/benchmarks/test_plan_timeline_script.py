@@ -7,22 +7,16 @@ moves one, the timeline silently loses that row; this test fails first, without 
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import re
-from pathlib import Path
 
 import neurarch.jobs as jobs
 import neurarch.pipeline as pipeline
-
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_timeline.py"
+from benchmark_script import load
 
 
 def _child() -> str:
-    spec = importlib.util.spec_from_file_location("plan_timeline", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.CHILD
+    return load("plan_timeline").CHILD
 
 
 def test_the_pipeline_names_it_wraps_are_called_by_analyze():

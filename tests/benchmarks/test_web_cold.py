@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "web_cold.py"
+from benchmark_script import load
 
 
 @pytest.fixture(scope="module")
 def wc():
-    spec = importlib.util.spec_from_file_location("web_cold", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("web_cold")
 
 
 def test_nearest_rank_percentiles(wc):
