@@ -21,7 +21,7 @@ from . import depth
 from .inference import simulate_inference
 from .overhead import cuda_round
 from .simulation import Peak, Simulation, category, refigured, simulate
-from .tracker import Life
+from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life
 from .train import PlanOptionError, TrainSetup
 
 # --------------------------------------------------------------------------
@@ -60,6 +60,9 @@ def simulate_by_depth(
     if not stacks or stacks[0].units <= units[1]:
         return None
     ua, ub = units
+    # A steady-state check keeps step 2 alone (steady_view): every figure it gives is read there,
+    # and the input batch's two-step run, seen the same way, is one more batch on its lines.
+    steady = steady_only and setup.mode != "inference"
     refs = _REFS.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only, units), {})
 
     def run(u: int) -> _Run:
@@ -71,7 +74,13 @@ def simulate_by_depth(
                 sim = simulate_inference(cut, plan, setup, context_len=context_len, record_ops=True)
             else:
                 sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
-        return _Run(sim.lives, _ops(sim), sim.steps, sim.trainable_parameters, sim.parameters, sim.kv_cache_bytes, sim.context_len, sim.forward_end)
+        whole = _Run(sim.lives, _ops(sim), sim.steps, sim.trainable_parameters, sim.parameters, sim.kv_cache_bytes, sim.context_len, sim.forward_end)
+        if not steady:
+            return whole
+        view = steady_view(whole)
+        if view is None:
+            raise RuntimeError("a steady-state run has no step 2")
+        return view
 
     spans = _SPANS.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only, units), {})
     read = _between(refs, spans, plan.batch)
@@ -98,7 +107,7 @@ def simulate_by_depth(
             pb = depth.points(rb.lives, rb.ops, stacks, ub, category, cuda_round)
             pts = depth.extrapolate(pa, pb, ua, ub, stacks)
     except depth.NotRepeating as e:
-        e.ops = (len(ra.ops), len(rb.ops))
+        e.ops = (ra.all_ops, rb.all_ops)
         raise
     if read is not None:
         _READ[0] += 1
@@ -109,6 +118,8 @@ def simulate_by_depth(
             spans[line] = (min(lo, plan.batch), max(hi, plan.batch))
     elif len(refs) < MAX_REFS:
         refs.setdefault(plan.batch, (ra, rb))
+    if not predicted and not steady_only and setup.mode != "inference" and steps == 2:
+        _learn_steady(built.model, _family(plan, setup, steps, context_len, True, units), plan.batch, ra, rb)
 
     def peak(keep) -> tuple[Peak, int]:
         p, rounded = depth.peak_over(pts, keep)
@@ -134,7 +145,7 @@ def simulate_by_depth(
     sim.sharded = {k: _shardable(pts[k]) for k in sim.curve}
     sim.lives, sim.forward_end = rb.lives, rb.forward_end  # the larger run's, for the per-layer split
     sim.cut = (stacks, ua, ub)
-    sim.cut_ops = (len(ra.ops), len(rb.ops))
+    sim.cut_ops = (ra.all_ops, rb.all_ops)
     if len(stacks) == 1:
         stack = stacks[0]
         what = f"the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, and extrapolated to {stack.length}"
@@ -161,6 +172,11 @@ class _Run:
     kv: int | None
     context_len: int | None
     forward_end: int | None
+    all_ops: int = -1  # the ops the whole run made (a steady view keeps step 2's): what choosing a cut weighs
+
+    def __post_init__(self) -> None:
+        if self.all_ops < 0:
+            self.all_ops = len(self.ops)
 
     @functools.cached_property
     def shape(self) -> list[tuple]:
@@ -287,7 +303,101 @@ def _read_off(ws: list[Fraction], runs: list[_Run]) -> _Run | None:
     kv = _value(ws, [r.kv for r in runs])
     if last.kv is not None and (kv is None or kv.denominator != 1 or kv < 0):
         return None
-    return _Run(lives, last.ops, last.steps, last.trainable, last.parameters, None if kv is None else int(kv), last.context_len, last.forward_end)
+    return _Run(lives, last.ops, last.steps, last.trainable, last.parameters, None if kv is None else int(kv), last.context_len, last.forward_end, last.all_ops)
+
+
+# --------------------------------------------------------------------------
+# The steady state: step 2 alone, whichever run it came from
+# --------------------------------------------------------------------------
+
+_BEFORE_ROLE = {"weights": WEIGHTS, "gradients": GRADIENT, "optimizer": OPTIMIZER, "activations": INPUT, "temporary": None}
+_CAT_ORDER = {c: i for i, c in enumerate(("weights", "gradients", "optimizer", "activations", "temporary"))}
+
+
+def steady_view(run: _Run) -> _Run | None:
+    """Step 2 of a training run alone, or None when it has no step 2: its ops, the storages
+    made in it, and those alive when it starts, which lose where they were made (step 1 or
+    the steady-state warm-up) and keep only their category (what the figures read of them).
+
+    Events count from the last op before step 2.  Every figure of step 2 is the same read
+    in the view as in the run (:func:`depth.points` reads the bytes alive at each op, the
+    allocations since the op before, and frees only relative to other frees): a storage
+    made before step 2 and freed before its first op is never alive at one, and one alive
+    when it starts counts at each of its ops until its free, as before.  So a steady-state check
+    (step 2 after a warm-up that only makes the optimizer state) and the input batch's
+    two steps, where step 1 leaves the same state, give the same view when step 1 leaves
+    nothing else, and then the input batch is one more batch on the checks' lines
+    (:func:`_learn_steady`); where it leaves something else, or the model runs other ops,
+    the views differ and nothing is shared (:func:`_same_runs`)."""
+    at = _step_2(run.ops)
+    if at is None:
+        return None
+    k, base = at
+    ops = [(ev - base, step, phase, module) for ev, step, phase, module in run.ops[k:]]
+    done = [op[0] for op in ops]
+    before: list[tuple[tuple, Life]] = []
+    after: list[Life] = []
+    for x in run.lives:
+        end = None if x.end is None else x.end - base
+        if x.start > base:
+            after.append(dataclasses.replace(x, start=x.start - base, end=end))
+            continue
+        if end is not None and end <= done[0]:
+            continue  # made before step 2 and freed before its first op: never alive at one
+        c = category(x)
+        # The order they were made in differs (step 1's backward makes gradients in its own
+        # order, the warm-up in the parameters'): a canonical one, sizes and frees decide it.
+        order = (_CAT_ORDER[c], math.inf if end is None else bisect.bisect_left(done, end), x.nbytes)
+        before.append((order, Life(x.nbytes, 0, end, 0, "before", None, _BEFORE_ROLE[c], weight_copy=x.weight_copy)))
+    before.sort(key=lambda t: t[0])
+    lives = [life for _, life in before] + after
+    forward_end = None if run.forward_end is None else run.forward_end - base
+    return _Run(lives, ops, 1, run.trainable, run.parameters, run.kv, run.context_len, forward_end, run.all_ops)
+
+
+def _step_2(ops: list) -> tuple[int, int] | None:
+    """Where step 2 starts in a run's ops: the index of its first op, and the event of the op
+    before it (0 if none), which a steady view counts its events from; None without a step 2."""
+    k = next((i for i, op in enumerate(ops) if op[1] >= 2), None)
+    if k is None:
+        return None
+    return k, (ops[k - 1][0] if k else 0)
+
+
+def _steady_sim(sim: Simulation) -> Simulation | None:
+    """A whole-model training simulation as a steady-state check at its batch: its step-2 peak,
+    and its storages, ops and event ranges as :func:`steady_view` sees them, so that the
+    read-off of another batch (:func:`_whole_between`) finds the peaks in the same ranges."""
+    if sim.windows is None or sim.ops is None:
+        return None
+    view, at = steady_view(_as_run(sim)), _step_2(sim.ops)
+    if view is None or at is None:
+        return None
+    base = at[1]
+    (lo, hi), (rlo, rhi) = sim.windows[0][-1], sim.windows[1][0]
+    out = dataclasses.replace(sim, steps=1, peak=sim.steady, step_peaks=[sim.steady], lives=view.lives, ops=view.ops, forward_end=view.forward_end)
+    out.windows = (((lo - base, hi - base),), ((rlo - base, rhi - base),))
+    return out
+
+
+def _learn_steady(model: nn.Module, family: tuple, batch: int, ra: _Run, rb: _Run) -> None:
+    """The input batch's two cut runs (two steps each) as steady-state references at their batch:
+    their steady views, which a check at that batch would have made (:func:`steady_view`)."""
+    refs = _REFS.setdefault(model, {}).setdefault(family, {})
+    if batch in refs or len(refs) >= MAX_REFS:
+        return
+    va, vb = steady_view(ra), steady_view(rb)
+    if va is not None and vb is not None:
+        refs[batch] = (va, vb)
+        _LEARNT[0] += 1
+
+
+_LEARNT = [0]  # input batches whose two-step runs became steady-state references, in this process
+
+
+def steady_references() -> int:
+    """How many input batches this process took as steady-state references from their two-step runs."""
+    return _LEARNT[0]
 
 
 def _ops(sim: Simulation) -> list:
@@ -497,7 +607,17 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
             sim = simulate_inference(built, plan, setup, context_len=context_len, record_ops=True)
         else:
             sim = simulate(built, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+        if steady_only:  # seen from step 2 on, as every steady-state reference (steady_view)
+            sim = _steady_sim(sim) or sim
         _whole_learn(book, plan.batch, sim)
+        if not steady_only and setup.mode != "inference" and steps == 2:
+            # The input batch's two steps: its step 2 is a steady-state check at its batch.
+            as_check = _steady_sim(sim)
+            if as_check is not None:
+                steady_book = _WHOLE.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, True), ({}, {}))
+                if plan.batch not in steady_book[0] and len(steady_book[0]) < 2:
+                    _whole_learn(steady_book, plan.batch, as_check)
+                    _LEARNT[0] += 1
     else:
         _READ[0] += 1
     pts = depth.points(sim.lives, _ops(sim), _NO_STACK, 0, category, cuda_round)
