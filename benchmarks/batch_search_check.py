@@ -2,10 +2,12 @@
 
     python benchmarks/batch_search_check.py openai/clip-vit-base-patch16 --modes full,lora
     python benchmarks/batch_search_check.py gpt2 google/vit-base-patch16-224
+    python benchmarks/batch_search_check.py microsoft/resnet-50 --batch 8   # an input batch above 1
 
 For each model and mode, runs the planner's batch search over the built-in cards
 (``plan.fit.mode_result``, as ``--plan`` does, one process, no cache) and counts
-the batches it took and how many of them were read off the lines through
+the batches it took (the input batch, ``--batch``, 1 by default, runs its two steps
+and is the first of them) and how many of them were read off the lines through
 simulated ones (``neurarch.plan.by_depth._between``) instead of simulated.  Then, per card, simulates the answer B and B + 1 again
 from scratch, each on its own (the earlier batches the planner reads a cut model's
 later runs off are forgotten first, so both cut runs are simulated): B must fit the card (``peak_bytes x headroom <=
@@ -20,7 +22,7 @@ import sys
 import time
 
 
-def check(spec: str, modes: list[str]) -> bool:
+def check(spec: str, modes: list[str], batch: int = 1) -> bool:
     import neurarch.cards as cards_mod
     from neurarch.inputs.prepare import prepare
     from neurarch.options import DEFAULT_HEADROOM, Options, PlanOptions
@@ -30,11 +32,12 @@ def check(spec: str, modes: list[str]) -> bool:
     from neurarch.plan.train import TrainSetup
 
     opts = dataclasses.replace(Options(), plan=PlanOptions())
+    opts = dataclasses.replace(opts, inputs=dataclasses.replace(opts.inputs, batch=batch))
     assert opts.plan is not None
     p = prepare(spec, opts)
     cards = list(cards_mod.builtin_cards())
     ok = True
-    print(f"\n### {spec}\n")
+    print(f"\n### {spec}" + (f", input batch {batch}" if batch != 1 else "") + "\n")
     print("| mode | batches | of them read off the lines | seconds | card | largest batch | it fits | the next fits |")
     print("|---|---:|---:|---:|---|---:|---|---|")
     for mode in modes:
@@ -86,13 +89,18 @@ def main() -> None:
         i = args.index("--modes")
         modes = args[i + 1].split(",")
         del args[i : i + 2]
+    batch = 1
+    if "--batch" in args:
+        i = args.index("--batch")
+        batch = int(args[i + 1])
+        del args[i : i + 2]
     import torch
     import transformers
 
     print(
         f"machine: {platform.machine()}, python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
-    bad = [spec for spec in args if not check(spec, modes)]
+    bad = [spec for spec in args if not check(spec, modes, batch)]
     print(f"\n{len(args) - len(bad)} of {len(args)} models: every card's batch fits and the next does not" + (f"; not: {', '.join(bad)}" if bad else ""))
     sys.exit(1 if bad else 0)
 

@@ -31,13 +31,16 @@ ROOT = HERE.parent
 
 # The default models, and recipes that move other code paths (checkpointing and a
 # longer sequence, a task head with a fused optimizer, an encoder-decoder in fp32,
-# accumulation with eager attention).
+# accumulation with eager attention, an input batch above 1 with Adam and with SGD, and in a model simulated whole).
 MODELS = ["gpt2", "meta-llama/Llama-3.2-1B-Instruct", "bert-base-uncased", "t5-small", "facebook/bart-large-cnn", "microsoft/resnet-50"]
 RECIPES = [
     ["meta-llama/Llama-3.2-1B-Instruct", "--grad-checkpointing", "--seq-len", "1024"],
     ["bert-base-uncased", "--task", "seq-cls", "--num-labels", "3", "--optimizer", "adamw-fused"],
     ["t5-small", "--decoder-seq-len", "128", "--precision", "fp32"],
     ["gpt2", "--grad-accumulation", "4", "--attn-implementation", "eager"],
+    ["meta-llama/Llama-3.2-1B-Instruct", "--batch", "4"],
+    ["t5-small", "--batch", "3", "--optimizer", "sgd"],
+    ["microsoft/resnet-50", "--batch", "8"],
 ]
 DROPPED = ("seconds", "tool")
 

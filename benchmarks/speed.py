@@ -46,8 +46,9 @@ from neurarch.inputs import InputOptions
 t_import = time.perf_counter() - t0
 args = sys.argv[1].split()
 seq = int(args[args.index("--seq-len") + 1]) if "--seq-len" in args else None
+batch = {"batch": int(args[args.index("--batch") + 1])} if "--batch" in args else {}
 from neurarch.pipeline import PlanOptions
-r = analyze(args[0], Options(inputs=InputOptions(seq_len=seq), plan=PlanOptions() if "--plan" in args else None))
+r = analyze(args[0], Options(inputs=InputOptions(seq_len=seq, **batch), plan=PlanOptions() if "--plan" in args else None))
 total = time.perf_counter() - t0
 assert r.forward_pass.ok and r.backward_pass.ok
 print(json.dumps({"import_s": t_import, "total_s": total, "forward_s": r.forward_pass.seconds,

@@ -4,6 +4,7 @@
     python benchmarks/speed_ab.py eaa4340 HEAD --rounds 4 --cases plan
     python benchmarks/speed_ab.py eaa4340 HEAD --cases "import"   # cases whose name contains this
     python benchmarks/speed_ab.py 1f774e2 HEAD --cases none --models t5-small,gpt2   # a --plan of any models
+    python benchmarks/speed_ab.py 1f774e2 HEAD --cases none --models "gpt2 --batch 4"   # ... with an input batch (or --seq-len)
 
 Each commit's ``src/`` is exported (``git archive``) into a temporary folder;
 every run is a fresh process of ``speed.py``'s child script with
@@ -47,7 +48,7 @@ def main() -> None:
     ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cases", default="", help="only the cases whose name contains this text")
-    ap.add_argument("--models", default="", help="comma-separated model ids: a --plan of each at its defaults (all modes, all cards), as extra cases")
+    ap.add_argument("--models", default="", help="comma-separated model ids, each optionally with --batch N and --seq-len N: a --plan of each (all modes, all cards), as extra cases")
     a = ap.parse_args()
     cases = {n: s for n, s in {**speed.CASES, **speed.PLAN_CASES}.items() if a.cases in n}
     cases.update({f"--plan {m} (all modes, all cards)": f"{m} --plan" for m in a.models.split(",") if m})
