@@ -78,7 +78,9 @@ def test_an_input_batch_above_one_is_a_reference_for_the_checks(setup):
     # simulate both (a model that has seen only batch 2).
     built, plan = _built(batch=4)
     learnt, predicted = by_depth.steady_references(), by_depth.predicted_runs()
-    estimate_with_curve(built, plan, setup)  # the input batch: two steps
+    # Each batch on its own copy of the plan, as a plan's mode job runs them: the first
+    # simulation resolves its copy's token counts, the others' copies are made unresolved.
+    estimate_with_curve(built, with_batch(plan, 4), setup)  # the input batch: two steps
     assert by_depth.steady_references() == learnt + 1
     estimate_with_curve(built, with_batch(plan, 2), setup, steady_only=True)
     assert by_depth.predicted_runs() == predicted
@@ -99,7 +101,7 @@ def test_a_model_simulated_whole_takes_its_input_batch_as_a_reference(setup, mon
     # 6 a simulation.
     built, plan = _built(batch=4)
     learnt = by_depth.steady_references()
-    estimate_with_curve(built, plan, setup, cut_depth=False)
+    estimate_with_curve(built, with_batch(plan, 4), setup, cut_depth=False)
     assert by_depth.steady_references() == learnt + 1
     for b in (2, 9):
         estimate_with_curve(built, with_batch(plan, b), setup, steady_only=True, cut_depth=False)

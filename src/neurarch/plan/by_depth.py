@@ -63,7 +63,10 @@ def simulate_by_depth(
     # A steady-state check keeps step 2 alone (steady_view): every figure it gives is read there,
     # and the input batch's two-step run, seen the same way, is one more batch on its lines.
     steady = steady_only and setup.mode != "inference"
-    refs = _REFS.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only, units), {})
+    family = _family(plan, setup, steps, context_len, steady_only, units)
+    refs = _REFS.setdefault(built.model, {}).setdefault(family, {})
+    # Keyed before the runs: the first simulation of a plan resolves its token counts, which marks it.
+    checks = _family(plan, setup, steps, context_len, True, units)
 
     def run(u: int) -> _Run:
         # The simulation copies the model it is given first, so it runs on the cut
@@ -82,7 +85,7 @@ def simulate_by_depth(
             raise RuntimeError("a steady-state run has no step 2")
         return view
 
-    spans = _SPANS.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only, units), {})
+    spans = _SPANS.setdefault(built.model, {}).setdefault(family, {})
     read = _between(refs, spans, plan.batch)
     line: tuple[int, ...] = ()
     if read is not None:
@@ -116,10 +119,10 @@ def simulate_by_depth(
         if len(line) == 2 and plan.batch not in line:  # a third batch on the line through two: see _between
             lo, hi = spans.get(line, (min(line), max(line)))
             spans[line] = (min(lo, plan.batch), max(hi, plan.batch))
-    elif len(refs) < MAX_REFS:
+    elif len(refs) - (_INPUT.get(built.model, {}).get(family) in refs) < MAX_REFS:  # the input batch's views take no check's place
         refs.setdefault(plan.batch, (ra, rb))
     if not predicted and not steady_only and setup.mode != "inference" and steps == 2:
-        _learn_steady(built.model, _family(plan, setup, steps, context_len, True, units), plan.batch, ra, rb)
+        _learn_steady(built.model, checks, plan.batch, ra, rb)
 
     def peak(keep) -> tuple[Peak, int]:
         p, rounded = depth.peak_over(pts, keep)
@@ -384,12 +387,18 @@ def _learn_steady(model: nn.Module, family: tuple, batch: int, ra: _Run, rb: _Ru
     """The input batch's two cut runs (two steps each) as steady-state references at their batch:
     their steady views, which a check at that batch would have made (:func:`steady_view`)."""
     refs = _REFS.setdefault(model, {}).setdefault(family, {})
-    if batch in refs or len(refs) >= MAX_REFS:
+    if refs:  # a check came first (a plan's input batch comes first): nothing to add to
         return
     va, vb = steady_view(ra), steady_view(rb)
     if va is not None and vb is not None:
         refs[batch] = (va, vb)
+        _INPUT.setdefault(model, {})[family] = batch
         _LEARNT[0] += 1
+
+
+# model -> {the checks' family: the input batch whose views are among its references}; batch 1
+# runs other ops in most models, so these do not count against MAX_REFS.
+_INPUT: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
 
 
 _LEARNT = [0]  # input batches whose two-step runs became steady-state references, in this process
@@ -601,6 +610,7 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
                 cheaper.add(key)
             return sim
     book = _WHOLE.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only), ({}, {}))
+    checks = _family(plan, setup, steps, context_len, True)  # keyed before the run, as in simulate_by_depth
     sim = _whole_between(book, plan.batch)
     if sim is None:
         if setup.mode == "inference":
@@ -614,7 +624,7 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
             # The input batch's two steps: its step 2 is a steady-state check at its batch.
             as_check = _steady_sim(sim)
             if as_check is not None:
-                steady_book = _WHOLE.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, True), ({}, {}))
+                steady_book = _WHOLE.setdefault(built.model, {}).setdefault(checks, ({}, {}))
                 if plan.batch not in steady_book[0] and len(steady_book[0]) < 2:
                     _whole_learn(steady_book, plan.batch, as_check)
                     _LEARNT[0] += 1
