@@ -23,6 +23,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..build import BuiltModel
+from ..fake.cachekey import fast_keys
 from ..fake.convert import fake_attributes, meta_copy, weights_to_fake
 from ..fake.cuda import CudaKernels
 from ..fake.gaps import FakeGaps, unpacked_sequences
@@ -251,6 +252,9 @@ DIRECT = True
 def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False, values: bool = False) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
+    FakeTensor's cache keys are built by :func:`neurarch.fake.cachekey.fast_keys`
+    throughout (the same keys, sooner).
+
     QLoRA's weights are quantized first, with bitsandbytes' own code on fake
     tensors, and count as weights from the start.
 
@@ -262,6 +266,11 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     lifetimes are what they would be.  ``watch.values`` hands it to ``body``
     for :func:`~neurarch.plan.train.make_batch`.
     """
+    with fast_keys():
+        return _run_keyed(model, setup, body, plan, record_ops, values)
+
+
+def _run_keyed(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None, record_ops: bool, values: bool) -> tuple[LiveTracker, _Watch]:
     from ..fake.tensors import VALUE_LIMIT, ValueMode, quiet_fake_logs
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)

@@ -176,6 +176,12 @@ class LiveTracker(TorchDispatchMode):
         # answer a fake tensor's device itself (see __torch_dispatch__).
         self.runs_ops: Any = None
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Leave this mode's handler as written: torch wraps a dispatch mode's handler to keep
+        torch.compile out of its frames (a few microseconds an op), and a simulation compiles nothing."""
+        return False
+
     # -- the training loop's calls ---------------------------------------
     def set_phase(self, step: int, phase: str) -> None:
         self.step, self.phase = step, phase

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..fake.cachekey import fast_keys
 from ..fake.tensors import ValueMode, new_mode, quiet_fake_logs, to_fake
 from ..inputs import InputPlan
 from .loss import loss_of
@@ -82,7 +83,13 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
 
     A model whose backward pass refuses to run outside training mode (Reformer's reversible
     layers: "use model.train()") is traced again in training mode, and ``plan.how`` says so.
+    FakeTensor's cache keys are built by :func:`neurarch.fake.cachekey.fast_keys` (the same keys, sooner).
     """
+    with fast_keys():
+        return _trace(model, plan, backward)
+
+
+def _trace(model: nn.Module, plan: InputPlan, backward: bool) -> TraceResult:
     quiet_fake_logs()
     mode = new_mode()
     values = ValueMode(mode)
