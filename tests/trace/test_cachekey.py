@@ -182,10 +182,10 @@ def test_what_the_fast_path_hands_back_to_torch_gets_torchs_key_or_bypass():
 
 
 def test_fast_keys_nests_and_puts_torchs_function_back():
-    before = ft.FakeTensorMode._prep_args_for_hash
-    assert before is cachekey._TORCH_PREP
+    outside = cachekey._DEPTH[0] == 0  # no block open elsewhere in this process (a plan on another thread)
     with cachekey.fast_keys():
         with cachekey.fast_keys():
             assert ft.FakeTensorMode._prep_args_for_hash is cachekey.prep_args_for_hash
         assert ft.FakeTensorMode._prep_args_for_hash is cachekey.prep_args_for_hash
-    assert ft.FakeTensorMode._prep_args_for_hash is cachekey._TORCH_PREP
+    if outside:
+        assert ft.FakeTensorMode._prep_args_for_hash is cachekey._TORCH_PREP
