@@ -6,7 +6,8 @@ Builds the model and its inputs as ``--plan`` does, runs the simulation once
 to warm up, then once more at ``batch + 1`` under cProfile (the figures of a
 check simulation: step 2 alone, the simulation cache off).  Prints the
 seconds, FakeTensor's cache hits / misses / bypasses by reason for that run,
-the share of the time spent building the cache key (``_prep_args_for_hash``)
+the share of the time spent building the cache key's argument part (neurarch.fake.cachekey's
+``prep_args_for_hash``, or torch's ``_prep_args_for_hash`` where that is not installed)
 and in the live-storage tracker's own code, how many ops the tracker sees in one
 more such run and how many of them are a fake tensor's device queries, and the
 top functions by own time.
@@ -50,7 +51,8 @@ def main() -> None:
     info = F.cache_info()
     stats = pstats.Stats(prof)
     cum = {f"{k[0].rsplit('/', 1)[-1]}:{k[2]}": v[3] for k, v in stats.stats.items()}  # type: ignore[attr-defined]
-    key = cum.get("fake_tensor.py:_prep_args_for_hash", 0.0)
+    # The key's argument part: neurarch's function where it is installed (it hands unusual calls to torch's), else torch's.
+    key = cum.get("cachekey.py:prep_args_for_hash") or cum.get("fake_tensor.py:_prep_args_for_hash", 0.0)
     tracker = cum.get("tracker.py:__torch_dispatch__", 0.0) - cum.get("fake_tensor.py:__torch_dispatch__", 0.0)
     print(f"{spec} {mode} at batch {batch + 1} (steady state): {total:.2f} s")
     print(f"FakeTensor cache: {info.hits} hits, {info.misses} misses, bypasses {dict(sorted(info.bypasses.items(), key=lambda kv: -kv[1]))}")

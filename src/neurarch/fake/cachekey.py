@@ -14,7 +14,7 @@ dicts and ``torch.Size`` of those), and hands any call with anything else
 (symbolic sizes, a sparse or a real tensor, a function, a subgraph, a constant) to
 torch's own function, which raises the bypasses it always raised.  The key is
 torch's key, element for element, so the cache hits, misses and bypasses on the
-same ops and every output is what it was (``tests/fake/test_cachekey.py``
+same ops and every output is what it was (``tests/trace/test_cachekey.py``
 compares the two functions on every op of real simulations).  A torch whose
 ``TensorMetadata`` has other fields than this one was written for keeps its own
 function.
@@ -139,7 +139,8 @@ _DEPTH = [0]
 
 @contextlib.contextmanager
 def fast_keys():
-    """Build FakeTensor's cache keys with :func:`prep_args_for_hash` inside the block (nests; process-wide while any block is open)."""
+    """Build FakeTensor's cache keys with :func:`prep_args_for_hash` inside the block (nests; process-wide while any block
+    is open).  Also a decorator: ``@fast_keys()`` runs each call of the function inside a block."""
     if not matches_torch():
         yield
         return

@@ -249,6 +249,7 @@ def _with_values(built: BuiltModel, run):
 DIRECT = True
 
 
+@fast_keys()
 def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False, values: bool = False) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
@@ -266,11 +267,6 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     lifetimes are what they would be.  ``watch.values`` hands it to ``body``
     for :func:`~neurarch.plan.train.make_batch`.
     """
-    with fast_keys():
-        return _run_keyed(model, setup, body, plan, record_ops, values)
-
-
-def _run_keyed(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None, record_ops: bool, values: bool) -> tuple[LiveTracker, _Watch]:
     from ..fake.tensors import VALUE_LIMIT, ValueMode, quiet_fake_logs
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)

@@ -78,6 +78,7 @@ def _backward(out, values) -> PassOutcome:
         return PassOutcome(False, _describe(e), None, time.perf_counter() - t1)
 
 
+@fast_keys()
 def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceResult:
     """Trace forward (and backward) on fake tensors, in the model's mode (eval, as built).
 
@@ -85,11 +86,6 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
     layers: "use model.train()") is traced again in training mode, and ``plan.how`` says so.
     FakeTensor's cache keys are built by :func:`neurarch.fake.cachekey.fast_keys` (the same keys, sooner).
     """
-    with fast_keys():
-        return _trace(model, plan, backward)
-
-
-def _trace(model: nn.Module, plan: InputPlan, backward: bool) -> TraceResult:
     quiet_fake_logs()
     mode = new_mode()
     values = ValueMode(mode)
