@@ -185,3 +185,44 @@ def test_frees_between_the_same_two_ops_may_come_in_any_order():
     assert by_depth._same_runs(a, b)
     c = dataclasses.replace(a, lives=[Life(16, 1, 2, 1, "forward", "m"), Life(16, 2, 5, 1, "forward", "m")])  # freed before the op at 3
     assert not by_depth._same_runs(a, c)
+
+
+def test_batches_between_four_on_one_parabola_are_read_off_with_nothing_simulated(monkeypatch):
+    # CLIP's batch-by-batch logits: both cut runs at 2, 3 and 6 (off the lines at 6), the smaller
+    # cut alone at 20 (on its parabolas through the three).  Four batches on one parabola: every
+    # batch between 2 and 20 is read off, nothing simulated; the reference is both cut runs
+    # simulated at that batch in a model that has seen no other, and the whole model.
+    built, plan = _built(CLIP, "clip")
+    setup = TrainSetup(mode="full", precision="fp32")
+    for b in (2, 3, 6, 20):
+        _at(built, plan, setup, b)
+
+    def no_simulation(*a, **k):
+        raise AssertionError("simulated a batch that lies between four on one parabola")
+
+    monkeypatch.setattr(by_depth, "simulate", no_simulation)
+    before = by_depth.read_batches()
+    later = {b: _at(built, plan, setup, b) for b in (4, 11, 19)}
+    assert by_depth.read_batches() == before + 3
+    monkeypatch.undo()
+    for b, (mem, curve) in later.items():
+        fresh, _ = _built(CLIP, "clip")
+        assert _at(fresh, plan, setup, b) == (mem, curve), b
+        whole = _at(built, plan, setup, b, cut_depth=False)[0]
+        for f in FIELDS:
+            assert getattr(mem, f) == getattr(whole, f), (b, f)
+    before = by_depth.read_batches()
+    _at(built, plan, setup, 21)  # past the span: simulated
+    assert by_depth.read_batches() == before
+
+
+def test_between_a_parabola_by_hand():
+    # A storage of 10 b^2 + 5 bytes at batches 1, 2, 3, the larger cut's 20 b^2; the smaller cut
+    # at 7 lay on its parabola (495 bytes), so 1 to 7 is one span.
+    refs = {b: (_run([10 * b * b + 5, 40]), _run([20 * b * b, 40])) for b in (1, 2, 3)}
+    spans = {(3, 2, 1): (1, 7)}
+    got = by_depth._between(refs, spans, 5)
+    assert got is not None
+    assert [x.nbytes for x in got[0].lives] == [255, 40]
+    assert [x.nbytes for x in got[1].lives] == [500, 40]
+    assert by_depth._between(refs, spans, 8) is None

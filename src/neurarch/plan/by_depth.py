@@ -116,7 +116,7 @@ def simulate_by_depth(
         _READ[0] += 1
     elif predicted:
         _PREDICTED[0] += 1
-        if len(line) == 2 and plan.batch not in line:  # a third batch on the line through two: see _between
+        if plan.batch not in line:  # a third batch on the line through two, a fourth on the parabola through three: see _between
             lo, hi = spans.get(line, (min(line), max(line)))
             spans[line] = (min(lo, plan.batch), max(hi, plan.batch))
     elif len(refs) - (_INPUT.get(built.model, {}).get(family) in refs) < MAX_REFS:  # the input batch's views take no check's place
@@ -198,8 +198,8 @@ class _Run:
 MAX_REFS = 3
 _REFS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
 _PREDICTED = [0]  # cut runs read off their curves instead of simulated, in this process
-# model -> {the runs but their batch: {two reference batches: (lo, hi)}}: the smaller cut simulated
-# at lo and hi lay on its line through the two, storage by storage (see _between).
+# model -> {the runs but their batch: {two (three) reference batches: (lo, hi)}}: the smaller cut simulated
+# at lo and hi lay on its line through the two (its parabola through the three), storage by storage (see _between).
 _SPANS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
 _READ = [0]  # batches whose two cut runs were both read off their lines, in this process
 
@@ -276,11 +276,16 @@ def _between(refs: dict, spans: dict, batch: int) -> tuple[_Run, _Run] | None:
     its line through the two.  A storage's bytes are a polynomial in the batch with
     nonnegative coefficients (a sum of tensor sizes, each a product of dimensions), so
     convex; a convex function that meets a line at three batches follows it between the
-    outer two.  So, where the model runs the same ops at every batch from ``lo`` to ``hi``
-    (it does at the three simulated; the batch search has always assumed it of the batch
+    outer two.  Or {three reference batches: (lo, hi)}, where a fourth simulated batch lay
+    on the parabola through the three (CLIP's batch-by-batch similarities): such a
+    polynomial minus a parabola has at most three changes of sign in its coefficients
+    (the constant, linear and square terms, then the nonnegative rest), so by Descartes'
+    rule of signs at most three positive roots unless it is zero; meeting the parabola at
+    four batches, it is the parabola.  So, where the model runs the same ops at every batch from ``lo`` to ``hi``
+    (it does at the batches simulated; the batch search has always assumed it of the batch
     after the one it checks, :func:`neurarch.plan.fit._next_cannot_fit`), each storage of
-    the smaller cut at a batch in between is its line's value there, exactly; the larger
-    cut's run is read off its own lines, as in :func:`_predict`."""
+    the smaller cut at a batch in between is its curve's value there, exactly; the larger
+    cut's run is read off its own curves, as in :func:`_predict`."""
     if batch in refs:
         return None
     for pair, (lo, hi) in spans.items():
