@@ -293,3 +293,45 @@ def test_an_encoder_decoder_in_training_starts_at_three_and_four_repeats(monkeyp
         whole = estimate(built, plan, mode, precision="fp32", cut_depth=False)
         for f in FIELDS:
             assert getattr(cut, f) == getattr(whole, f), (mode, f)
+
+
+@pytest.mark.parametrize("cfg,mode", [(T5, "full"), (T5, "lora"), (BART, "full"), (dict(BART, encoder_layers=7, decoder_layers=7), "qlora")])
+def test_a_short_encoder_decoder_trains_simulated_whole_without_trying_a_cut(cfg, mode, monkeypatch):
+    # Stacks that repeat 5 (T5: after a special first block), 6 or 7 times.  The premise, checked
+    # on the real runs: cut to 2 and 3 repeats they do not line up in training.  And two runs at
+    # 3 and 4 repeats hold 7 repeats beside the rest of the model twice, one whole run at most 7
+    # beside it once.  So the mode goes straight to the whole model, with the same figures as a
+    # simulation that never considers a cut (cut_depth=False), and says why.
+    from neurarch.plan import by_depth
+    from neurarch.plan.train import TrainSetup
+
+    built, plan = _built(cfg, cfg["model_type"])
+    setup = TrainSetup(mode=mode, precision="fp32")
+    assert by_depth._short_encoder_decoder(built, setup)
+    with pytest.raises(depth.NotRepeating):
+        by_depth.simulate_by_depth(built, plan, setup, units=by_depth.CUT_UNITS)
+
+    def no_cut(*a, **k):
+        raise AssertionError("tried a cut")
+
+    monkeypatch.setattr(by_depth, "simulate_by_depth", no_cut)
+    fresh, _ = _built(cfg, cfg["model_type"])
+    got = estimate(fresh, plan, mode, precision="fp32")
+    assert f"simulated whole (the cut-depth shortcut did not apply: {by_depth.SHORT_ENCODER_DECODER})" in got.notes
+    monkeypatch.undo()
+    whole = estimate(built, plan, mode, precision="fp32", cut_depth=False)
+    for f in FIELDS:
+        assert getattr(got, f) == getattr(whole, f), f
+
+
+def test_only_short_encoder_decoders_in_training_skip_the_cut():
+    from neurarch.plan import by_depth
+    from neurarch.plan.train import TrainSetup
+
+    full, inference = TrainSetup(mode="full", precision="fp32"), TrainSetup(mode="inference", precision="fp32")
+    t5, _ = _built(T5, "t5")
+    assert not by_depth._short_encoder_decoder(t5, inference)  # inference cuts at 2 and 3 (test above)
+    deep, _ = _built(dict(BART, encoder_layers=8, decoder_layers=8), "bart")
+    assert not by_depth._short_encoder_decoder(deep, full)  # 8 repeats: 3 and 4 first
+    llama, _ = _built(LLAMA, "llama")
+    assert not by_depth._short_encoder_decoder(llama, full)

@@ -570,6 +570,27 @@ def _first_units(built: BuiltModel, setup: TrainSetup) -> tuple[int, int]:
     return CUT_UNITS
 
 
+# Why a short encoder-decoder trains simulated whole, without trying a cut (see _short_encoder_decoder).
+SHORT_ENCODER_DECODER = (
+    f"an encoder-decoder in training whose stacks repeat fewer than {2 * LATER_UNITS[1]} times: its runs cut to "
+    f"{CUT_UNITS[0]} and {CUT_UNITS[1]} repeats do not line up (in backward a stack's last layer makes the one buffer the others add a "
+    f"gradient to: for the encoder output every decoder layer reads, for T5's position bias), and two runs cut to "
+    f"{LATER_UNITS[0]} and {LATER_UNITS[1]} repeats make more ops than the whole model"
+)
+
+
+def _short_encoder_decoder(built: BuiltModel, setup: TrainSetup) -> bool:
+    """Whether the model is an encoder-decoder in training whose stacks repeat too few times
+    for LATER_UNITS to be tried first (:func:`_first_units`).  Its runs at CUT_UNITS do not
+    line up (the reason :func:`_first_units` gives; T5, BART), and two runs at LATER_UNITS,
+    7 repeats beside the rest of the model twice, make more ops than one whole run of at most
+    7 repeats beside the rest once: a cut could only end in a whole simulation, after two or
+    four cut runs that cost more than it.  ``tests/plan/test_depth_cut.py`` checks that the
+    cut runs of such models do not line up."""
+    stacks = depth.stacks_of(built.model)
+    return setup.mode != "inference" and getattr(built.config, "is_encoder_decoder", False) and len(stacks) > 1 and stacks[0].units > CUT_UNITS[1] and _first_units(built, setup) == CUT_UNITS
+
+
 def _later_is_cheaper(ops: tuple[int, int], n: int) -> bool:
     """Whether two runs at LATER_UNITS make fewer ops than one whole run, from the op counts at CUT_UNITS."""
     at = [_whole_ops(ops, CUT_UNITS, u) for u in LATER_UNITS]
@@ -587,6 +608,8 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
         why = failed[key]  # it did not line up at another batch: do not try again
     elif cut_depth and key in cheaper:
         pass  # the same figures either way (docs/accuracy.md); the whole model is fewer ops here
+    elif cut_depth and _short_encoder_decoder(built, setup):
+        why = failed[key] = SHORT_ENCODER_DECODER
     elif cut_depth:
         units = lined_up.get(key) or _first_units(built, setup)
         tried = set()
