@@ -229,16 +229,34 @@ def _same_runs(*runs: _Run) -> bool:
     return all(r.shape == first.shape for r in runs[1:])
 
 
-def _weights(batches: list[int], c: int) -> list[Fraction]:
+def _weights(batches: list[int], c: int) -> tuple[tuple[int, ...], int]:
     """Lagrange's weights: the value at batch ``c`` of the polynomial through values at ``batches`` is
-    their sum weighted by these (a line through two batches, a parabola through three)."""
-    return [Fraction(math.prod(c - y for y in batches if y != x), math.prod(x - y for y in batches if y != x)) for x in batches]
+    their sum weighted by these (a line through two batches, a parabola through three).  Given as
+    whole numbers over one positive denominator ``d``: the value is ``sum(w * y) / d``, exactly
+    (integer arithmetic: a plan reads thousands of storages off these)."""
+    ws = [Fraction(math.prod(c - y for y in batches if y != x), math.prod(x - y for y in batches if y != x)) for x in batches]
+    d = math.lcm(*(w.denominator for w in ws))
+    return tuple(w.numerator * (d // w.denominator) for w in ws), d
 
 
-def _value(ws: list[Fraction], ys) -> Fraction | None:
+def _value(ws: tuple[tuple[int, ...], int], ys) -> Fraction | None:
+    nums, d = ws
     if any(y is None for y in ys):
         return None
-    return sum((w * y for w, y in zip(ws, ys)), Fraction(0))
+    return Fraction(sum(w * y for w, y in zip(nums, ys)), d)
+
+
+def _on_curves(ws: tuple[tuple[int, ...], int], runs: list[_Run], run: _Run) -> bool:
+    """Whether every storage of ``run`` (the same storages as ``runs``', in order) has the bytes its
+    curve through ``runs`` gives at the weighted batch, and its KV cache too."""
+    nums, d = ws
+    if _value(ws, [r.kv for r in runs]) != run.kv:
+        return False
+    cols = [r.lives for r in runs]
+    if len(nums) == 2:
+        w0, w1 = nums
+        return all(w0 * a.nbytes + w1 * b.nbytes == d * c.nbytes for a, b, c in zip(*cols, run.lives))
+    return all(sum(w * x.nbytes for w, x in zip(nums, group)) == d * c.nbytes for *group, c in zip(*cols, run.lives))
 
 
 def _predict(refs: dict, batch: int, ra: _Run) -> tuple[_Run, tuple[int, ...]] | None:
@@ -262,7 +280,7 @@ def _predict(refs: dict, batch: int, ra: _Run) -> tuple[_Run, tuple[int, ...]] |
         if not (_same_runs(*small, ra) and _same_runs(*large)):
             continue
         ws = _weights([b for b, _ in chosen], batch)
-        if all(_value(ws, [r.lives[i].nbytes for r in small]) == c.nbytes for i, c in enumerate(ra.lives)) and _value(ws, [r.kv for r in small]) == ra.kv:
+        if _on_curves(ws, small, ra):
             rb = _read_off(ws, large)
             return None if rb is None else (rb, tuple(b for b, _ in chosen))
     return None
@@ -298,16 +316,18 @@ def _between(refs: dict, spans: dict, batch: int) -> tuple[_Run, _Run] | None:
     return None
 
 
-def _read_off(ws: list[Fraction], runs: list[_Run]) -> _Run | None:
+def _read_off(ws: tuple[tuple[int, ...], int], runs: list[_Run]) -> _Run | None:
     """The run at the weighted batch, each storage's bytes on its curve through ``runs``; None where
     one is not a whole, nonnegative number of bytes."""
     last = runs[-1]
+    nums, d = ws
     lives = []
+    replace = dataclasses.replace
     for group in zip(*(r.lives for r in runs)):
-        n = _value(ws, [x.nbytes for x in group])
-        if n is None or n.denominator != 1 or n < 0:
+        n, rest = divmod(sum(w * x.nbytes for w, x in zip(nums, group)), d)
+        if rest or n < 0:
             return None
-        lives.append(dataclasses.replace(group[-1], nbytes=int(n)))
+        lives.append(replace(group[-1], nbytes=n))
     kv = _value(ws, [r.kv for r in runs])
     if last.kv is not None and (kv is None or kv.denominator != 1 or kv < 0):
         return None
@@ -692,8 +712,7 @@ def _whole_learn(book: tuple[dict, dict], batch: int, sim: Simulation) -> None:
         runs = [refs[b][0] for b in pair]
         if not (_same_runs(*runs, run) and all(refs[b][1].windows == sim.windows for b in pair)):
             continue
-        ws = _weights(list(pair), batch)
-        if all(_value(ws, [r.lives[i].nbytes for r in runs]) == c.nbytes for i, c in enumerate(run.lives)) and _value(ws, [r.kv for r in runs]) == run.kv:
+        if _on_curves(_weights(list(pair), batch), runs, run):
             lo, hi = spans.get(pair, (min(pair), max(pair)))
             spans[pair] = (min(lo, batch), max(hi, batch))
             return
