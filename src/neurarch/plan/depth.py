@@ -36,6 +36,7 @@ shorter layer list, run by the same simulator.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 import weakref
 from collections import defaultdict
@@ -255,16 +256,20 @@ def points(lives: list[Life], ops: list, stack: Stack | tuple[Stack, ...], units
             freed[x.end] += 1
 
     def cumsum(a):
-        out, s = [0] * n, 0
-        for i, v in enumerate(a):
-            s += v
-            out[i] = s
-        return out
+        return list(itertools.accumulate(a))
 
     live, live_r, allocated, frees, copies = cumsum(delta), cumsum(delta_r), cumsum(alloc), cumsum(freed), cumsum(dcopy)
     cats = [cumsum(c) for c in dcat]
     stacks = stack if isinstance(stack, tuple) else (stack,)
     prefixes = [(re.compile(re.escape(st.path) + r"\.(\d+)(?:\.|$)"), st, () if k == 0 else (k,)) for k, st in enumerate(stacks)]
+    where: dict[str, tuple | None] = {}  # module -> (layer index, its stack, the stack's role suffix), or None: outside every stack
+
+    def stack_layer(module: str) -> tuple | None:
+        if module not in where:
+            found = next(((m, st, k) for prefix, st, k in prefixes if (m := prefix.match(module))), None)
+            where[module] = None if found is None else (int(found[0].group(1)), found[1], found[2])
+        return where[module]
+
     counters: dict[tuple, int] = defaultdict(int)
     open_: dict[tuple, tuple[tuple, int]] = {}  # label -> (its key, frees count at its last op)
     points: dict[tuple, _Point] = {}
@@ -279,13 +284,12 @@ def points(lives: list[Life], ops: list, stack: Stack | tuple[Stack, ...], units
         prev = ev
         if made == 0 or phase == "set-up":
             continue
-        found = next(((m, st, k) for prefix, st, k in prefixes if (m := prefix.match(module))), None) if module else None
+        found = stack_layer(module) if module else None
         roles: list[tuple] = []
         if found is None:
             roles.append(("out",))
         else:
-            m, st, k = found
-            i = int(m.group(1))
+            i, st, k = found
             if i < st.head:
                 roles.append(("head", i, *k))
             else:
@@ -310,7 +314,7 @@ def points(lives: list[Life], ops: list, stack: Stack | tuple[Stack, ...], units
                 counters[label] = j + 1
                 key = (*label, j)
                 made_before = 0
-            points[key] = _Point(live[ev], live_r[ev], made_before + made, tuple(c[ev] for c in cats), step, phase, born.get(last_birth, module), order, copies[ev])
+            points[key] = _Point(live[ev], live_r[ev], made_before + made, tuple([c[ev] for c in cats]), step, phase, born.get(last_birth, module), order, copies[ev])
             open_[label] = (key, frees[ev])
     return points
 
