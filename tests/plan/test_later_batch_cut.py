@@ -226,3 +226,16 @@ def test_between_a_parabola_by_hand():
     assert [x.nbytes for x in got[0].lives] == [255, 40]
     assert [x.nbytes for x in got[1].lives] == [500, 40]
     assert by_depth._between(refs, spans, 8) is None
+
+
+def test_lagrange_weights_are_whole_numbers_over_one_denominator():
+    # Line through batches 1 and 2, at 4: y(4) = -2 y(1) + 3 y(2), denominator 1.
+    assert by_depth._weights([1, 2], 4) == ((-2, 3), 1)
+    # Line through 2 and 4, at 3: the mean, (y(2) + y(4)) / 2.
+    assert by_depth._weights([2, 4], 3) == ((1, 1), 2)
+    # Parabola through 1, 2, 3, at 4: y(4) = y(1) - 3 y(2) + 3 y(3) (third differences of a square vanish).
+    assert by_depth._weights([1, 2, 3], 4) == ((1, -3, 3), 1)
+    # Parabola through 1, 3, 4, at 2: Lagrange's weights 1/3, 1, -1/3 -> (1, 3, -1) over 3.
+    assert by_depth._weights([1, 3, 4], 2) == ((1, 3, -1), 3)
+    # A storage of 10 b^2 + 5 bytes: at 1, 3, 4 it is 15, 95, 165; at 2, (15 + 3 x 95 - 165) / 3 = 45.
+    assert by_depth._value(by_depth._weights([1, 3, 4], 2), [15, 95, 165]) == 45
