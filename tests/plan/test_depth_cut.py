@@ -295,7 +295,10 @@ def test_an_encoder_decoder_in_training_starts_at_three_and_four_repeats(monkeyp
             assert getattr(cut, f) == getattr(whole, f), (mode, f)
 
 
-@pytest.mark.parametrize("cfg,mode", [(T5, "full"), (T5, "lora"), (BART, "full"), (dict(BART, encoder_layers=7, decoder_layers=7), "qlora")])
+MARIAN = dict(BART, model_type="marian", architectures=["MarianMTModel"], decoder_start_token_id=0, pad_token_id=0)
+
+
+@pytest.mark.parametrize("cfg,mode", [(T5, "full"), (T5, "lora"), (BART, "full"), (dict(BART, encoder_layers=7, decoder_layers=7), "qlora"), (MARIAN, "full")])
 def test_a_short_encoder_decoder_trains_simulated_whole_without_trying_a_cut(cfg, mode, monkeypatch):
     # Stacks that repeat 5 (T5: after a special first block), 6 or 7 times.  The premise, checked
     # on the real runs: cut to 2 and 3 repeats they do not line up in training.  And two runs at
