@@ -60,30 +60,36 @@ def test_a_third_batch_reads_the_larger_cut_off_its_lines(mode, precision):
 
 @pytest.mark.parametrize("mode,precision", [("full", "bf16-mixed"), ("lora", "fp32"), ("inference", "bf16-mixed")])
 def test_batches_between_three_on_one_line_are_read_off_with_nothing_simulated(mode, precision, monkeypatch):
-    built, plan = _built(LLAMA, "llama")
-    setup = TrainSetup(mode=mode, precision=precision)
-    for b in (2, 3, 13):  # both cut runs at 2 and 3; the smaller one at 13, on its lines
+    # Both cut runs at 2 and 3; the smaller one at 13, on its lines.  Past the largest of the three,
+    # the smaller cut is simulated again.
+    _read_off_between(LLAMA, "llama", TrainSetup(mode=mode, precision=precision), (2, 3, 13), (4, 8, 12), 14, monkeypatch)
+
+
+def _read_off_between(cfg, name, setup, simulated, between, past, monkeypatch):
+    """Simulate ``simulated``; then every batch of ``between`` is read off with simulation
+    turned off, each equal to both cut runs simulated at that batch in a model that has
+    seen no other batch, and to the whole model; ``past`` is simulated again."""
+    built, plan = _built(cfg, name)
+    for b in simulated:
         _at(built, plan, setup, b)
 
     def no_simulation(*a, **k):
-        raise AssertionError("simulated a batch that lies between three on one line")
+        raise AssertionError("simulated a batch that lies between batches on one curve")
 
     monkeypatch.setattr(by_depth, "simulate", no_simulation)
     monkeypatch.setattr(by_depth, "simulate_inference", no_simulation)
     before = by_depth.read_batches()
-    later = {b: _at(built, plan, setup, b) for b in (4, 8, 12)}
-    assert by_depth.read_batches() == before + 3
+    later = {b: _at(built, plan, setup, b) for b in between}
+    assert by_depth.read_batches() == before + len(between)
     monkeypatch.undo()
     for b, (mem, curve) in later.items():
-        # Both cut runs simulated at this batch, in a model that has seen no other batch.
-        fresh, _ = _built(LLAMA, "llama")
+        fresh, _ = _built(cfg, name)
         assert _at(fresh, plan, setup, b) == (mem, curve), b
         whole = _at(built, plan, setup, b, cut_depth=False)[0]
         for f in FIELDS:
             assert getattr(mem, f) == getattr(whole, f), (b, f)
-    # Past the largest of the three, the smaller cut is simulated again.
     before = by_depth.read_batches()
-    _at(built, plan, setup, 14)
+    _at(built, plan, setup, past)
     assert by_depth.read_batches() == before
 
 
@@ -190,30 +196,8 @@ def test_frees_between_the_same_two_ops_may_come_in_any_order():
 def test_batches_between_four_on_one_parabola_are_read_off_with_nothing_simulated(monkeypatch):
     # CLIP's batch-by-batch logits: both cut runs at 2, 3 and 6 (off the lines at 6), the smaller
     # cut alone at 20 (on its parabolas through the three).  Four batches on one parabola: every
-    # batch between 2 and 20 is read off, nothing simulated; the reference is both cut runs
-    # simulated at that batch in a model that has seen no other, and the whole model.
-    built, plan = _built(CLIP, "clip")
-    setup = TrainSetup(mode="full", precision="fp32")
-    for b in (2, 3, 6, 20):
-        _at(built, plan, setup, b)
-
-    def no_simulation(*a, **k):
-        raise AssertionError("simulated a batch that lies between four on one parabola")
-
-    monkeypatch.setattr(by_depth, "simulate", no_simulation)
-    before = by_depth.read_batches()
-    later = {b: _at(built, plan, setup, b) for b in (4, 11, 19)}
-    assert by_depth.read_batches() == before + 3
-    monkeypatch.undo()
-    for b, (mem, curve) in later.items():
-        fresh, _ = _built(CLIP, "clip")
-        assert _at(fresh, plan, setup, b) == (mem, curve), b
-        whole = _at(built, plan, setup, b, cut_depth=False)[0]
-        for f in FIELDS:
-            assert getattr(mem, f) == getattr(whole, f), (b, f)
-    before = by_depth.read_batches()
-    _at(built, plan, setup, 21)  # past the span: simulated
-    assert by_depth.read_batches() == before
+    # batch between 2 and 20 is read off, nothing simulated; 21, past the span, is simulated.
+    _read_off_between(CLIP, "clip", TrainSetup(mode="full", precision="fp32"), (2, 3, 6, 20), (4, 11, 19), 21, monkeypatch)
 
 
 def test_between_a_parabola_by_hand():

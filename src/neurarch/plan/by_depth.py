@@ -608,7 +608,7 @@ def _short_encoder_decoder(built: BuiltModel, setup: TrainSetup) -> bool:
     four cut runs that cost more than it.  ``tests/plan/test_depth_cut.py`` checks that the
     cut runs of such models do not line up."""
     stacks = depth.stacks_of(built.model)
-    return setup.mode != "inference" and getattr(built.config, "is_encoder_decoder", False) and len(stacks) > 1 and stacks[0].units > CUT_UNITS[1] and _first_units(built, setup) == CUT_UNITS
+    return setup.mode != "inference" and getattr(built.config, "is_encoder_decoder", False) and len(stacks) > 1 and CUT_UNITS[1] < stacks[0].units < 2 * LATER_UNITS[1]
 
 
 def _later_is_cheaper(ops: tuple[int, int], n: int) -> bool:
