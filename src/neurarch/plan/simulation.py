@@ -28,6 +28,7 @@ from ..fake.convert import fake_attributes, meta_copy, weights_to_fake
 from ..fake.cuda import CudaKernels
 from ..fake.gaps import FakeGaps, unpacked_sequences
 from ..fake.tensors import ValueMode, needs_value
+from ..fake.views import fast_views
 from ..inputs import InputPlan
 from .curve import Curve  # noqa: F401  (the planner's public name)
 from .overhead import cuda_round
@@ -250,11 +251,13 @@ DIRECT = True
 
 
 @fast_keys()
+@fast_views()
 def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False, values: bool = False) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
     FakeTensor's cache keys are built by :func:`neurarch.fake.cachekey.fast_keys`
-    throughout (the same keys, sooner).
+    throughout (the same keys, sooner), its views by :func:`neurarch.fake.views.fast_views`
+    (the same views, sooner).
 
     QLoRA's weights are quantized first, with bitsandbytes' own code on fake
     tensors, and count as weights from the start.
