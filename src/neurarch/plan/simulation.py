@@ -343,11 +343,37 @@ def simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup | None = None
     return _with_values(built, lambda values: _simulate(built, plan, setup, steps, record_ops, steady_only, values))
 
 
+# model -> {(its layer lists' lengths, setup): the model prepared for that setup, on meta, never run}
+_PREPARED: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+ADAPTED = ("lora", "qlora")
+
+
+def prepared_copy(model: nn.Module, setup: TrainSetup) -> nn.Module:
+    """A meta copy of ``model`` made ready for ``setup``'s step (:func:`~.train.prepare`).
+
+    LoRA and QLoRA: peft's injection (and bitsandbytes' layers) run once per model, per
+    length of its layer lists (a model cut short, :func:`neurarch.plan.depth.cut`, is cut
+    in place) and per setup; every later run copies that prepared model, a deep copy as
+    :func:`~neurarch.fake.convert.meta_copy` makes of any model, instead of injecting again
+    (a tenth of a run of a small model).  Nothing runs on the kept model.  The other modes
+    prepare a copy each time (a cast)."""
+    if setup.mode not in ADAPTED:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return prepare(meta_copy(model), setup)
+    shape = tuple(len(m) for m in model.modules() if isinstance(m, nn.ModuleList))
+    book = _PREPARED.setdefault(model, {})
+    kept = book.get((shape, setup))
+    if kept is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kept = book[(shape, setup)] = prepare(meta_copy(model), setup)
+    return meta_copy(kept)
+
+
 def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int, record_ops: bool, steady_only: bool, values: bool) -> Simulation:
-    base = meta_copy(built.model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = prepare(base, setup)
+    model = prepared_copy(built.model, setup)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # type: ignore[operator]  # peft's wrapper's model (found by hasattr); else itself
 
     def body(tracker: LiveTracker, watch: _Watch) -> None:
         labels = label_specs(base, built.config, plan)  # here: the plan's token counts are resolved by now
