@@ -116,3 +116,14 @@ def test_a_model_simulated_whole_takes_its_input_batch_as_a_reference(setup, mon
     monkeypatch.undo()
     fresh, _ = _built(batch=4)
     assert estimate_with_curve(fresh, with_batch(plan, 6), setup, steady_only=True, cut_depth=False) == got
+
+
+def test_a_moved_life_keeps_every_field_but_its_events():
+    """Life.moved (the view's fast copy) against dataclasses.replace, every field set to a value of its own."""
+    from neurarch.plan.tracker import Life
+
+    values = {"nbytes": 512, "start": 3, "end": 9, "step": 2, "phase": "backward", "module": "model.layers.0", "role": "gradient"}
+    life = Life(**values, survives_forward=True, survives_optimizer=True, weight_copy=True)
+    assert {f.name for f in dataclasses.fields(Life)} == {*values, "survives_forward", "survives_optimizer", "weight_copy"}
+    assert life.moved(1, None) == dataclasses.replace(life, start=1, end=None)
+    assert life.moved(1, 4) != life and life.moved(3, 9) == life

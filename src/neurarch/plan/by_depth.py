@@ -368,7 +368,7 @@ def steady_view(run: _Run) -> _Run | None:
     for x in run.lives:
         end = None if x.end is None else x.end - base
         if x.start > base:
-            after.append(dataclasses.replace(x, start=x.start - base, end=end))
+            after.append(x.moved(x.start - base, end))
             continue
         if end is not None and end <= done[0]:
             continue  # made before step 2 and freed before its first op: never alive at one

@@ -60,6 +60,10 @@ class Life:
     survives_optimizer: bool = False  # made in optimizer.step(), alive after the phase
     weight_copy: bool = False  # a dtype copy of a weight (autocast's bf16 cast): what FSDP gathers per layer instead
 
+    def moved(self, start: int, end: int | None) -> Life:
+        """This life at other events, all else the same (``dataclasses.replace``, a few times faster)."""
+        return Life(self.nbytes, start, end, self.step, self.phase, self.module, self.role, self.survives_forward, self.survives_optimizer, self.weight_copy)
+
 
 _TO_COPY = torch.ops.aten._to_copy.default
 
