@@ -4,11 +4,14 @@
     python benchmarks/snapshot_diff.py 306992e HEAD --catalog            # every bundled catalog model
     python benchmarks/snapshot_diff.py 306992e WORKTREE --models gpt2    # the working tree's src/ as the new side
     python benchmarks/snapshot_diff.py 306992e HEAD --save DIR           # keep both sides' JSON in DIR
+    python benchmarks/snapshot_diff.py 306992e HEAD --catalog --old-from DIR   # the old side read from an earlier --save
 
 Each side's ``src/`` is exported (``git archive``; ``WORKTREE`` is this checkout's
 ``src/`` as it is on disk) and every case runs as a fresh process with
 ``PYTHONPATH`` at that tree and an empty ``NEURARCH_CACHE_DIR`` of its own, so
-nothing is read from an earlier run's cache.  The two JSON reports are compared
+nothing is read from an earlier run's cache (``--old-from`` reads the old side's
+reports from an earlier ``--save`` of the same cases and old commit instead of
+running them again: half the time).  The two JSON reports are compared
 after dropping what says how long a run took or which version made it (every
 key named ``seconds`` or ``tool``).  Prints one line per case and the count of
 identical ones; exits 1 when any case differs, and prints the first lines
@@ -71,6 +74,15 @@ def plan_json(src: Path, args: list[str]) -> tuple[str, str]:
     return json.dumps(_drop(json.loads(out.stdout)), indent=1, sort_keys=True), ""
 
 
+def saved(folder: str, i: int, name: str) -> tuple[str, str]:
+    """The old side of case ``i`` as an earlier ``--save`` wrote it (``// name`` first, then the JSON or the error line)."""
+    head, _, text = (Path(folder) / f"{i:02d}-old.json").read_text().partition("\n")
+    if head != f"// {name}":
+        sys.exit(f"{folder} holds another case at {i}: {head[3:]!r}, not {name!r}")
+    text = text.rstrip("\n")
+    return (text, "") if text.startswith("{") else ("", text)
+
+
 def catalog_ids(src: Path) -> list[str]:
     code = "from neurarch.sources.catalog import entries; print('\\n'.join(sorted(entries())))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(src)), check=True)
@@ -84,6 +96,7 @@ def main() -> None:
     ap.add_argument("--models", default="", help="comma-separated model ids instead of the defaults (no recipes)")
     ap.add_argument("--catalog", action="store_true", help="every bundled catalog model (no recipes)")
     ap.add_argument("--save", default="", help="a folder to keep both sides' JSON in")
+    ap.add_argument("--old-from", default="", help="a folder an earlier --save of the same cases and old commit wrote: the old side read from it")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="neurarch-snap-trees-") as tmp:
         old, new = export(a.old, Path(tmp) / "old"), export(a.new, Path(tmp) / "new")
@@ -95,8 +108,8 @@ def main() -> None:
             cases = [[m] for m in MODELS] + RECIPES
         same = 0
         for i, args in enumerate(cases):
-            (j_old, e_old), (j_new, e_new) = plan_json(old, args), plan_json(new, args)
             name = " ".join(args)
+            (j_old, e_old), (j_new, e_new) = saved(a.old_from, i, name) if a.old_from else plan_json(old, args), plan_json(new, args)
             if a.save:
                 for side, text in (("old", j_old or e_old), ("new", j_new or e_new)):
                     path = Path(a.save) / f"{i:02d}-{side}.json"
