@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from . import __version__, warm
 from .inputs.prepare import prepare, resolve_spec
-from .jobs import JobOutcome, Jobs, library_logs, run_jobs, time_limit  # noqa: F401  (run_jobs re-exported)
+from .jobs import JobOutcome, Jobs, library_logs, release_collection, run_jobs, time_limit  # noqa: F401  (run_jobs re-exported)
 from .options import DEFAULT_PLAN_TIMEOUT_S, DEFAULT_TIMEOUT_S, CostOptions, InputOptions, Options, PlanOptions  # noqa: F401  (re-exported)
 from .plan.fit import ModeResult
 from .report import InputInfo, InputTensor, ModelInfo, PassResult, Report
@@ -117,11 +117,18 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         cards, head = warm.cards_for(opts.priced)
         # The run this report prices, with the headline card's canonical name: a new value, the caller's stays as it was.
         opts = dataclasses.replace(opts, cost=dataclasses.replace(opts.priced, card=head))
-    source = resolve_spec(spec, opts)
+    try:
+        source = resolve_spec(spec, opts)
+    except BaseException:
+        release_collection()
+        raise
     keep = None
     with time_limit(opts.time_limit_s, f"tracing {source.id}"), library_logs() as library_warnings:
         want_jobs = opts.plan is not None or opts.cost is not None
-        prepared = prepare(source, opts, recipe=want_jobs)  # build, plan the inputs, the recipe's model (and its eager bound)
+        try:
+            prepared = prepare(source, opts, recipe=want_jobs)  # build, plan the inputs, the recipe's model (and its eager bound)
+        finally:
+            release_collection()  # built: collect again (a process that held collection while importing; neurarch.jobs)
         built, plan, trained, attention = prepared.built, prepared.plan, prepared.trained, prepared.attention
         jobs = None
         section_errors: dict[str, str] = {}

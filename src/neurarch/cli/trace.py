@@ -216,13 +216,20 @@ class _Refused(NeurarchError):
 
 
 def _analyze_in_child(spec: str, opts):
-    """The supervised child's work: the report, or a NeurarchError as a value (its exit code kept)."""
+    """The supervised child's work: the report, or a NeurarchError as a value (its exit code kept).
+    A process of its own for one model: no cyclic collection while it imports and builds (neurarch.jobs.hold_collection)."""
+    from ..jobs import hold_collection
+
+    hold_collection()
+    from ..jobs import release_collection
     from ..pipeline import analyze
 
     try:
         return "ok", analyze(spec, opts)
     except NeurarchError as e:
         return "refused", str(e), e.exit_code
+    finally:
+        release_collection()  # analyze released it once built; not if it answered sooner
 
 
 def _machine_memory() -> int | None:

@@ -43,9 +43,21 @@ def warm() -> None:
     per child on 2 busy cores), so it is imported here, before any fork; and
     transformers' modeling base, which the first build would import.  The
     children run the same modules, imported earlier: the same figures
-    (tests/web/test_web_worker_warm.py)."""
+    (tests/web/test_web_worker_warm.py).  No cyclic collection while it imports;
+    what it imported is then frozen out of later collections
+    (:func:`neurarch.jobs.hold_collection`)."""
     import importlib
 
+    from neurarch.jobs import hold_collection, release_collection
+
+    hold_collection()
+    try:
+        _import_all(importlib)
+    finally:
+        release_collection()
+
+
+def _import_all(importlib) -> None:
     import torch  # noqa: F401
     import transformers  # noqa: F401
     import transformers.modeling_utils  # noqa: F401  (every transformers build needs it; about 2 s)
