@@ -1,0 +1,30 @@
+"""benchmarks/fake_views.py and benchmarks/collection_time.py: they measure what they say.
+
+fake_views.py compares torch's view function with neurarch's on every case before timing
+them; run here, it must report the outputs the same.  collection_time.py's child replaces
+names of neurarch.jobs and neurarch.pipeline: when the code renames or moves one, the script
+would lose a row, so this fails first, without running a plan.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import neurarch.jobs as jobs
+import neurarch.pipeline as pipeline
+from benchmark_script import BENCHMARKS, load
+
+
+def test_fake_views_reports_the_same_outputs():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "fake_views.py")], capture_output=True, text=True, timeout=300, check=True)
+    lines = [line for line in out.stdout.splitlines() if "a call;" in line]
+    assert len(lines) == 2 and all(line.endswith("outputs the same: True") for line in lines), out.stdout
+
+
+def test_the_names_collection_time_replaces_are_the_ones_a_plan_calls():
+    child = load("collection_time").CHILD
+    assert "jobs._call_job = call" in child and "pl.prepare = built" in child and "jobs.hold_collection()" in child
+    assert callable(jobs.hold_collection) and "_call_job" in inspect.getsource(jobs.Jobs)
+    assert "prepare(" in inspect.getsource(pipeline.analyze) and "release_collection()" in inspect.getsource(pipeline.analyze)
