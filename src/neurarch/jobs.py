@@ -148,8 +148,8 @@ def hold_collection() -> None:
     once the model is built).  For a process that does nothing but one plan (the console
     command's supervised child): importing torch and transformers and building the model
     make hundreds of thousands of objects that live as long as the process, and every full
-    collection while they are made walks all of them again (0.6 s of the 3.4 s before a
-    Llama plan's first simulation, on this project's machine)."""
+    collection while they are made walks all of them again (``benchmarks/collection_time.py``).
+    The entry point releases it too once done, in case ``analyze`` stopped before the build."""
     gc.disable()
     _HELD[0] = True
 

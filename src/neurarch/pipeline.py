@@ -117,18 +117,12 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         cards, head = warm.cards_for(opts.priced)
         # The run this report prices, with the headline card's canonical name: a new value, the caller's stays as it was.
         opts = dataclasses.replace(opts, cost=dataclasses.replace(opts.priced, card=head))
-    try:
-        source = resolve_spec(spec, opts)
-    except BaseException:
-        release_collection()
-        raise
+    source = resolve_spec(spec, opts)
     keep = None
     with time_limit(opts.time_limit_s, f"tracing {source.id}"), library_logs() as library_warnings:
         want_jobs = opts.plan is not None or opts.cost is not None
-        try:
-            prepared = prepare(source, opts, recipe=want_jobs)  # build, plan the inputs, the recipe's model (and its eager bound)
-        finally:
-            release_collection()  # built: collect again (a process that held collection while importing; neurarch.jobs)
+        prepared = prepare(source, opts, recipe=want_jobs)  # build, plan the inputs, the recipe's model (and its eager bound)
+        release_collection()  # built: collect again where an entry point held it (neurarch.jobs; on an error before, the entry point releases)
         built, plan, trained, attention = prepared.built, prepared.plan, prepared.trained, prepared.attention
         jobs = None
         section_errors: dict[str, str] = {}

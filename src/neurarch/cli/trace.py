@@ -218,10 +218,9 @@ class _Refused(NeurarchError):
 def _analyze_in_child(spec: str, opts):
     """The supervised child's work: the report, or a NeurarchError as a value (its exit code kept).
     A process of its own for one model: no cyclic collection while it imports and builds (neurarch.jobs.hold_collection)."""
-    from ..jobs import hold_collection
+    from ..jobs import hold_collection, release_collection
 
-    hold_collection()
-    from ..jobs import release_collection
+    hold_collection()  # before the imports below: they are most of what it spares
     from ..pipeline import analyze
 
     try:

@@ -68,15 +68,14 @@ def _count(model: nn.Module, plan: InputPlan, float_bytes: int, cfg=None) -> OpC
 
 
 def _count_once(model: nn.Module, plan: InputPlan, float_bytes: int, cfg, mode, values) -> OpCounter:
-    from ..fake.cachekey import fast_keys
     from ..fake.gaps import FakeGaps
-    from ..fake.views import fast_views
+    from ..fake.views import fast_fake
 
     shapes = frozenset(tuple(p.shape) for p in model.parameters() if p.dim() == 2)
     counter = OpCounter(float_bytes=float_bytes, weight_shapes=shapes)
     try:
         # FakeGaps answers the ops whose meta kernels refuse what CUDA runs (fp32 grouped MoE matmuls).
-        with fast_keys(), fast_views(), values.running() if values is not None else mode, FakeGaps():
+        with fast_fake(), values.running() if values is not None else mode, FakeGaps():
             if values is not None:
                 plan.resolve(model, values)
             inputs = plan.make(values)

@@ -22,13 +22,13 @@ function.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 
 import torch
 from torch._prims_common import suggest_memory_format
 from torch._subclasses import fake_tensor as _ft
+
+from .swap import Swap
 
 # TensorMetadata's fields, in the order torch flattens them (torch 2.13).
 FIELDS = (
@@ -133,24 +133,20 @@ def prep_args_for_hash(self, result: list, args, state, id_hashed_objects: list)
         _TORCH_PREP(self, result, args, state, id_hashed_objects)
 
 
-_LOCK = threading.Lock()
-_DEPTH = [0]
+def _install() -> None:
+    _ft.FakeTensorMode._prep_args_for_hash = prep_args_for_hash  # type: ignore[method-assign]
 
 
-@contextlib.contextmanager
+def _restore() -> None:
+    _ft.FakeTensorMode._prep_args_for_hash = _TORCH_PREP  # type: ignore[method-assign]
+
+
+_SWAP = Swap(_install, _restore, lambda: matches_torch())  # late-bound: a test may replace matches_torch
+_DEPTH = _SWAP.depth
+
+
 def fast_keys():
-    """Build FakeTensor's cache keys with :func:`prep_args_for_hash` inside the block (nests; process-wide while any block
-    is open).  Also a decorator: ``@fast_keys()`` runs each call of the function inside a block."""
-    if not matches_torch():
-        yield
-        return
-    with _LOCK:
-        _DEPTH[0] += 1
-        _ft.FakeTensorMode._prep_args_for_hash = prep_args_for_hash  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _DEPTH[0] -= 1
-            if _DEPTH[0] == 0:
-                _ft.FakeTensorMode._prep_args_for_hash = _TORCH_PREP  # type: ignore[method-assign]
+    """Build FakeTensor's cache keys with :func:`prep_args_for_hash` inside the block (nests;
+    process-wide while any block is open: :class:`neurarch.fake.swap.Swap`).  Also a decorator:
+    ``@fast_keys()`` runs each call of the function inside a block."""
+    return _SWAP.block()

@@ -20,18 +20,20 @@ goes to torch's own function, which raises the errors it always raised.
 ``tests/trace/test_views.py`` compares the two on thousands of shapes and strides.
 
 :func:`fast_views` installs it for a block, as :func:`neurarch.fake.cachekey.fast_keys`
-does the cache keys.
+does the cache keys (both through :class:`neurarch.fake.swap.Swap`); :func:`fast_fake` opens both.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import torch
 from torch._prims_common import extract_shape_from_varargs, infer_size
 from torch._subclasses import fake_impls as _fi
 from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
+
+from .cachekey import fast_keys
+from .swap import Swap
 
 _aten = torch.ops.aten
 _OPS = (_aten.view.default, _aten._unsafe_view.default)
@@ -144,26 +146,31 @@ def matches_torch() -> bool:
     return _TORCH_VIEW is not None and getattr(_TORCH_VIEW, "__name__", "") == "_view_meta" and all(_fi.op_implementations_dict.get(op) is _TORCH_VIEW for op in _OPS)
 
 
-_LOCK = threading.Lock()
-_DEPTH = [0]
+def _install() -> None:
+    for op in _OPS:
+        _fi.op_implementations_dict[op] = view_meta  # late-bound: a test may replace view_meta
+
+
+def _restore() -> None:
+    for op in _OPS:
+        _fi.op_implementations_dict[op] = _TORCH_VIEW
+
+
+_SWAP = Swap(_install, _restore, lambda: matches_torch())
+_DEPTH = _SWAP.depth
+
+
+def fast_views():
+    """Answer fake ``view`` / ``_unsafe_view`` with :func:`view_meta` inside the block (nests;
+    process-wide while any block is open: :class:`neurarch.fake.swap.Swap`).  Also a decorator:
+    ``@fast_views()``."""
+    return _SWAP.block()
 
 
 @contextlib.contextmanager
-def fast_views():
-    """Answer fake ``view`` / ``_unsafe_view`` with :func:`view_meta` inside the block (nests;
-    process-wide while any block is open).  Also a decorator: ``@fast_views()``."""
-    if _DEPTH[0] == 0 and not matches_torch():
+def fast_fake():
+    """Both of neurarch's equals of FakeTensorMode's functions for the block: the cache keys
+    (:func:`neurarch.fake.cachekey.fast_keys`) and the views (:func:`fast_views`).  What a
+    simulation, the trace and the cost count run under."""
+    with fast_keys(), fast_views():
         yield
-        return
-    with _LOCK:
-        _DEPTH[0] += 1
-        for op in _OPS:
-            _fi.op_implementations_dict[op] = view_meta
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _DEPTH[0] -= 1
-            if _DEPTH[0] == 0:
-                for op in _OPS:
-                    _fi.op_implementations_dict[op] = _TORCH_VIEW

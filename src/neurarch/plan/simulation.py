@@ -23,12 +23,11 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..build import BuiltModel
-from ..fake.cachekey import fast_keys
 from ..fake.convert import fake_attributes, meta_copy, weights_to_fake
 from ..fake.cuda import CudaKernels
 from ..fake.gaps import FakeGaps, unpacked_sequences
 from ..fake.tensors import ValueMode, needs_value
-from ..fake.views import fast_views
+from ..fake.views import fast_fake
 from ..inputs import InputPlan
 from .curve import Curve  # noqa: F401  (the planner's public name)
 from .overhead import cuda_round
@@ -250,14 +249,12 @@ def _with_values(built: BuiltModel, run):
 DIRECT = True
 
 
-@fast_keys()
-@fast_views()
+@fast_fake()
 def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = None, record_ops: bool = False, values: bool = False) -> tuple[LiveTracker, _Watch]:
     """Run ``body(tracker, watch)`` on the fake model under the tracker.
 
-    FakeTensor's cache keys are built by :func:`neurarch.fake.cachekey.fast_keys`
-    throughout (the same keys, sooner), its views by :func:`neurarch.fake.views.fast_views`
-    (the same views, sooner).
+    FakeTensor's cache keys and views are neurarch's equals of torch's throughout
+    (:func:`neurarch.fake.views.fast_fake`: the same keys and views, sooner).
 
     QLoRA's weights are quantized first, with bitsandbytes' own code on fake
     tensors, and count as weights from the start.

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..fake.cachekey import fast_keys
 from ..fake.tensors import ValueMode, new_mode, quiet_fake_logs, to_fake
-from ..fake.views import fast_views
+from ..fake.views import fast_fake
 from ..inputs import InputPlan
 from .loss import loss_of
 from .recorder import FunctionalOps, Recorder, first_tensor
@@ -79,15 +78,14 @@ def _backward(out, values) -> PassOutcome:
         return PassOutcome(False, _describe(e), None, time.perf_counter() - t1)
 
 
-@fast_keys()
-@fast_views()
+@fast_fake()
 def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceResult:
     """Trace forward (and backward) on fake tensors, in the model's mode (eval, as built).
 
     A model whose backward pass refuses to run outside training mode (Reformer's reversible
     layers: "use model.train()") is traced again in training mode, and ``plan.how`` says so.
-    FakeTensor's cache keys are built by :func:`neurarch.fake.cachekey.fast_keys` (the same keys, sooner),
-    its views worked out by :func:`neurarch.fake.views.fast_views` (the same views, sooner).
+    FakeTensor's cache keys and views are neurarch's equals of torch's (:func:`neurarch.fake.views.fast_fake`:
+    the same keys and views, sooner).
     """
     quiet_fake_logs()
     mode = new_mode()
