@@ -23,8 +23,8 @@ Each entry says why it is here:
 And one for speed, not a gap: ``aten._unsafe_view`` (matmul's reshape of its
 output) is answered as ``aten.view``.  FakeTensorMode answers both with the same
 function and the same result (a tensor on the input's storage), but never caches
-``_unsafe_view``, so each one paid the full dispatch (a fifth of a millisecond, a
-few hundred times a step); ``aten.view`` is cached.  Below autograd, where this
+``_unsafe_view``, so each one paid the full dispatch (a few hundred times a
+training step); ``aten.view`` is cached.  Below autograd, where this
 mode sits, the two ops differ in nothing else.
 
 And one above the dispatcher, in transformers: :func:`unpacked_sequences`.

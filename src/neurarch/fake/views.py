@@ -4,9 +4,9 @@ FakeTensorMode answers ``aten.view`` and ``aten._unsafe_view`` with
 ``torch._refs._reshape_view_helper``: a walk over the dimensions that takes each
 step (``prims.split_dim``, ``prims.collapse_view``, ``prims.squeeze``) as an op
 of its own, each dispatched through the mode again.  A view at shapes the cache
-has not seen (every new batch) costs about a millisecond, and ``_unsafe_view``
-(matmul's reshape) is never cached, so it pays that every time: a tenth of a
-Swin training step on this project's machine.
+has not seen (every new batch) costs about ten times neurarch's arithmetic
+(``benchmarks/fake_views.py``), and ``_unsafe_view`` (matmul's reshape) is never
+cached, so it paid that every time.
 
 :func:`view_meta` takes the same steps on ``(shape, strides)`` tuples (the
 strides each prim's meta function computes) and makes the result with one
