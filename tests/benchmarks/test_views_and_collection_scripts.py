@@ -1,7 +1,7 @@
-"""benchmarks/fake_views.py and benchmarks/collection_time.py: they measure what they say.
+"""benchmarks/fake_views.py, fake_hits.py and collection_time.py: they measure what they say.
 
 fake_views.py compares torch's view function with neurarch's on every case before timing
-them; run here, it must report the outputs the same.  collection_time.py's child replaces
+them, and fake_hits.py a cache hit's three paths; run here, each must report the outputs the same.  collection_time.py's child replaces
 names of neurarch.jobs and neurarch.pipeline: when the code renames or moves one, the script
 would lose a row, so this fails first, without running a plan.
 """
@@ -21,6 +21,12 @@ def test_fake_views_reports_the_same_outputs():
     out = subprocess.run([sys.executable, str(BENCHMARKS / "fake_views.py")], capture_output=True, text=True, timeout=300, check=True)
     lines = [line for line in out.stdout.splitlines() if "a call;" in line]
     assert len(lines) == 2 and all(line.endswith("outputs the same: True") for line in lines), out.stdout
+
+
+def test_fake_hits_reports_the_same_outputs():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "fake_hits.py"), "--calls", "50", "--rounds", "1"], capture_output=True, text=True, timeout=300, check=True)
+    lines = [line for line in out.stdout.splitlines() if "answered for the tracker" in line]
+    assert len(lines) == 4 and all(line.endswith("outputs the same: True") for line in lines), out.stdout
 
 
 def test_the_names_collection_time_replaces_are_the_ones_a_plan_calls():

@@ -189,3 +189,17 @@ def test_fast_keys_nests_and_puts_torchs_function_back():
         assert ft.FakeTensorMode._prep_args_for_hash is cachekey.prep_args_for_hash
     if outside:
         assert ft.FakeTensorMode._prep_args_for_hash is cachekey._TORCH_PREP
+
+
+def test_layouts_remembered_give_torchs_key_after_the_book_is_emptied(monkeypatch):
+    # The flattened shape, strides and memory format are kept per (shape, strides): a second
+    # tensor of the same layout reads them back, a new layout fills the book, a full book empties.
+    monkeypatch.setattr(cachekey, "_LAYOUTS", {})
+    monkeypatch.setattr(cachekey, "_LAYOUTS_MAX", 3)
+    mode = ft.FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        x = torch.empty(2, 3, 8, 8)
+        layouts = [x, x.to(memory_format=torch.channels_last), x.transpose(2, 3), torch.empty(2, 3, 8, 8), x[:, :2], x.view(6, 64), x.contiguous()]
+    for args in [(t,) for t in layouts] + [tuple(layouts)]:
+        assert _same(_fast_key(mode, args), _torch_key(mode, args)), args
+    assert len(cachekey._LAYOUTS) <= 3

@@ -73,9 +73,12 @@ def _count_once(model: nn.Module, plan: InputPlan, float_bytes: int, cfg, mode, 
 
     shapes = frozenset(tuple(p.shape) for p in model.parameters() if p.dim() == 2)
     counter = OpCounter(float_bytes=float_bytes, weight_shapes=shapes)
+    gaps = FakeGaps()
+    if values is None:
+        gaps.fake = mode  # right below it: a cache hit answered there (neurarch.fake.hits.cached)
     try:
         # FakeGaps answers the ops whose meta kernels refuse what CUDA runs (fp32 grouped MoE matmuls).
-        with fast_fake(), values.running() if values is not None else mode, FakeGaps():
+        with fast_fake(), values.running() if values is not None else mode, gaps:
             if values is not None:
                 plan.resolve(model, values)
             inputs = plan.make(values)

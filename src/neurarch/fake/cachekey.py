@@ -12,7 +12,10 @@ mode that are dense, strided, with concrete sizes and no constant; ints, floats,
 bools, strings, ``None``, dtypes, devices, layouts, memory formats; lists, tuples,
 dicts and ``torch.Size`` of those), and hands any call with anything else
 (symbolic sizes, a sparse or a real tensor, a function, a subgraph, a constant) to
-torch's own function, which raises the bypasses it always raised.  The key is
+torch's own function, which raises the bypasses it always raised.  What a
+tensor's shape and strides alone decide (their flattened fields, and the memory
+format torch's ``suggest_memory_format`` and ``is_contiguous`` give) is worked
+out once per layout and read back for the next tensor of that layout.  The key is
 torch's key, element for element, so the cache hits, misses and bypasses on the
 same ops and every output is what it was (``tests/trace/test_cachekey.py``
 compares the two functions on every op of real simulations).  A torch whose
@@ -69,8 +72,33 @@ def matches_torch() -> bool:
     return tuple(f.name for f in dataclasses.fields(_ft.TensorMetadata)) == FIELDS
 
 
+# (shape, strides) -> (their flattened fields, the memory format torch's TensorMetadata gives them)
+_LAYOUTS: dict[tuple, tuple[tuple, torch.memory_format | None]] = {}
+_LAYOUTS_MAX = 1 << 16  # emptied when full (a simulation meets a few thousand)
+_SPARSE_FIELDS = (False, None, None, None)  # is_sparse, is_coalesced, dense_dim, sparse_dim of a dense tensor
+
+
+def _layout(arg, shape, stride) -> tuple[tuple, torch.memory_format | None]:
+    """The key's fields that ``arg``'s shape and strides alone decide: the shape and the strides as
+    torch flattens them, and ``suggest_memory_format`` where ``arg`` is contiguous in it, else None."""
+    memory_format: torch.memory_format | None = suggest_memory_format(arg)
+    if not arg.is_contiguous(memory_format=memory_format):
+        memory_format = None
+    flat: list = [_SIZE, f"length_{len(shape)}"]
+    for n in shape:
+        flat += (int, n)
+    flat += (tuple, f"length_{len(stride)}")
+    for n in stride:
+        flat += (int, n)
+    if len(_LAYOUTS) >= _LAYOUTS_MAX:
+        _LAYOUTS.clear()
+    out = _LAYOUTS[(tuple(shape), tuple(stride))] = (tuple(flat), memory_format)
+    return out
+
+
 def _append_args(mode, result: list, args) -> None:
     append = result.append
+    extend = result.extend
     if isinstance(args, (list, tuple, dict)):  # torch.Size is a tuple: torch appends its type too
         append(type(args))
         append(f"length_{len(args)}")
@@ -83,37 +111,17 @@ def _append_args(mode, result: list, args) -> None:
         if kind is _FakeTensor:
             if arg.fake_mode is not mode or arg.constant is not None or arg.layout is not _STRIDED or arg._has_symbolic_sizes_strides:
                 raise _Unusual
-            # extract_tensor_metadata(arg)._flatten_into(result, ...), field by field
+            # extract_tensor_metadata(arg)._flatten_into(result, ...), field by field; what the
+            # shape and strides alone decide (their flattening, the memory format) made once a layout
             shape = arg.shape
             stride = arg.stride()
-            memory_format: torch.memory_format | None = suggest_memory_format(arg)
-            if not arg.is_contiguous(memory_format=memory_format):
-                memory_format = None
+            layout = _LAYOUTS.get((shape, stride))
+            if layout is None:
+                layout = _layout(arg, shape, stride)
             append(arg.dtype)
-            append(_SIZE)
-            append(f"length_{len(shape)}")
-            for n in shape:
-                append(int)
-                append(n)
-            append(tuple)
-            append(f"length_{len(stride)}")
-            for n in stride:
-                append(int)
-                append(n)
-            append(arg.device)
-            append(_STRIDED)
-            append(memory_format)
-            append(arg.storage_offset())
-            append(arg.untyped_storage().nbytes())
-            append(arg.requires_grad)
-            append(arg.is_quantized)
-            append(arg.is_conj())
-            append(arg.is_neg())
-            append(arg.is_inference())
-            append(False)  # is_sparse
-            append(None)  # is_coalesced
-            append(None)  # dense_dim
-            append(None)  # sparse_dim
+            extend(layout[0])
+            extend((arg.device, _STRIDED, layout[1], arg.storage_offset(), arg.untyped_storage().nbytes(), arg.requires_grad, arg.is_quantized, arg.is_conj(), arg.is_neg(), arg.is_inference()))
+            extend(_SPARSE_FIELDS)
         elif kind in _PLAIN:
             append(kind)
             append(arg)

@@ -39,6 +39,8 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
+from .hits import MISS, cached
+
 aten = torch.ops.aten
 
 
@@ -110,6 +112,10 @@ class FakeGaps(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.in_optimizer = False
+        # Set where this answers for the dispatch mode right above ``fake`` (the simulation's
+        # tracker, neurarch.plan.simulation._run): a cache hit is answered without the trip
+        # through the dispatcher (neurarch.fake.hits.cached).
+        self.fake = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.answer(func, args, kwargs)
@@ -129,4 +135,8 @@ class FakeGaps(TorchDispatchMode):
         fix = _FIXES.get(func)
         if fix is not None:
             return fix(func, args, kwargs)
+        if self.fake is not None:
+            out = cached(self.fake, func, args, kwargs)
+            if out is not MISS:
+                return out
         return func(*args, **kwargs)

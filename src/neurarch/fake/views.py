@@ -33,6 +33,7 @@ from torch._subclasses import fake_impls as _fi
 from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
 
 from .cachekey import fast_keys
+from .hits import fast_hits
 from .swap import Swap
 
 _aten = torch.ops.aten
@@ -169,8 +170,9 @@ def fast_views():
 
 @contextlib.contextmanager
 def fast_fake():
-    """Both of neurarch's equals of FakeTensorMode's functions for the block: the cache keys
-    (:func:`neurarch.fake.cachekey.fast_keys`) and the views (:func:`fast_views`).  What a
-    simulation, the trace and the cost count run under."""
-    with fast_keys(), fast_views():
+    """neurarch's equals of FakeTensorMode's functions for the block: the cache keys
+    (:func:`neurarch.fake.cachekey.fast_keys`), the views (:func:`fast_views`) and a cache
+    hit's output (:func:`neurarch.fake.hits.fast_hits`).  What a simulation, the trace and
+    the cost count run under."""
+    with fast_keys(), fast_views(), fast_hits():
         yield

@@ -302,6 +302,7 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     # and runs the gaps' answers in its own handler: the same ops, a dispatch frame less each.
     direct = known is None and DIRECT
     tracker.runs_ops = gaps if direct else None
+    gaps.fake = mode if direct else None  # the mode right below the tracker: hits answered there (neurarch.fake.hits.cached)
     # No collection during the tracked run: frees happen where reference counts
     # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)
     gc.collect(0)
