@@ -19,9 +19,12 @@ End to end, a plan's figures with both equal those without either.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch._subclasses import fake_tensor as ft
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from neurarch.build import build_from_config
 from neurarch.fake import gaps, hits
@@ -165,22 +168,50 @@ def test_every_hit_answered_for_the_tracker_is_what_fake_tensor_mode_answers(cfg
     assert compare.differ == 0, compare.first_difference
 
 
+class _Asks(TorchDispatchMode):
+    """A dispatch mode that asks :func:`hits.cached` first, as the tracker's gaps do; keeps each answer."""
+
+    def __init__(self, mode):
+        super().__init__()
+        self.mode, self.answers = mode, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = hits.cached(self.mode, func, args, kwargs)
+        self.answers.append((func, out))
+        return func(*args, **(kwargs or {})) if out is hits.MISS else out
+
+
+class _Passes(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _ask(mode, func, args, kwargs=None, between=()):
+    """What :func:`hits.cached` answers in the handler of a mode right above ``mode``
+    (or above the modes ``between``)."""
+    asker = _Asks(mode)
+    with contextlib.ExitStack() as stack:
+        for m in (mode, *between, asker):
+            stack.enter_context(m)
+        func(*args, **(kwargs or {}))
+    return next(out for f, out in asker.answers if f is func)  # the op asked (a device query may follow)
+
+
 def test_a_miss_or_a_bypass_is_left_to_fake_tensor_mode():
-    mode = ft.FakeTensorMode()
+    mode = ft.FakeTensorMode(allow_non_fake_inputs=True)  # as the simulation's
     with mode:
         x = torch.empty(3, 5)
     ft.FakeTensorMode.cache_clear()
-    assert hits.cached(mode, aten.mul.Tensor, (x, x), {}) is hits.MISS  # not in the cache yet
-    with mode:
-        torch.ops.aten.mul.Tensor(x, x)
+    assert _ask(mode, aten.mul.Tensor, (x, x)) is hits.MISS  # not in the cache yet (the op then ran)
     before = ft.FakeTensorMode.cache_hits
-    out = hits.cached(mode, aten.mul.Tensor, (x, x), {})
+    out = _ask(mode, aten.mul.Tensor, (x, x))
     assert out is not hits.MISS and tuple(out.shape) == (3, 5) and ft.FakeTensorMode.cache_hits == before + 1
-    assert hits.cached(mode, aten.mul.Tensor, (x, torch.ones(5)), {}) is hits.MISS  # a real tensor: torch bypasses
-    assert hits.cached(mode, torch.ops.prim.device.default, (x,), {}) is hits.MISS  # answered by its own handler
-    with mode:
-        torch.ops.aten.lift_fresh.default(torch.ones(2))  # a constant: a bypass entry
-    assert hits.cached(mode, aten.lift_fresh.default, (torch.ones(2),), {}) is hits.MISS
+    assert _ask(mode, aten.mul.Tensor, (x, x), between=(_Passes(),)) is hits.MISS  # another mode below the caller: the op goes there
+    assert hits.cached(mode, aten.mul.Tensor, (x, x), {}) is hits.MISS  # outside any handler
+    assert hits.cached(ft.FakeTensorMode(), aten.mul.Tensor, (x, x), {}) is hits.MISS
+    assert _ask(mode, aten.mul.Tensor, (x, torch.ones(5))) is hits.MISS  # a real tensor: torch bypasses
+    _ask(mode, aten.lift_fresh.default, (torch.ones(2),))  # a constant: a bypass entry now
+    assert _ask(mode, aten.lift_fresh.default, (torch.ones(2),)) is hits.MISS
 
 
 def _outputs_by_hand(mode):
@@ -220,7 +251,7 @@ def test_outputs_by_hand_are_torchs():
         with fast_fake():
             with mode:
                 through_torch = func(*args, **kwargs)
-            answered = hits.cached(mode, func, args, kwargs)
+            answered = _ask(mode, func, args, kwargs)
         assert _same_output(answered, through_torch, args), func
 
 
@@ -274,3 +305,29 @@ def test_a_cost_count_with_the_hits_is_the_one_without(monkeypatch):
     monkeypatch.setattr(gaps, "cached", lambda *a: hits.MISS)
     monkeypatch.setattr(hits, "matches_torch", lambda: False)
     assert count() == fast
+
+
+def test_a_trace_with_the_hits_is_the_one_without(monkeypatch):
+    # The tracer's value mode sits right above FakeTensorMode: it asks the cache first too.
+    from neurarch.fake import tensors
+    from neurarch.trace import trace
+
+    def traced():
+        built = build_from_config(dict(LLAMA, num_hidden_layers=5), "llama")
+        result = trace(built.model, plan_inputs(built.model, built.config, InputOptions(seq_len=24)))
+        rows = [(e.kind, e.name, e.op, e.output_shape, e.calls) for e in result.recorder.events]
+        return rows, result.output_shape, result.guessed_values, result.forward.ok, result.backward.ok
+
+    answered = []
+
+    def counting(mode, func, args, kwargs):
+        out = FAST_CACHED(mode, func, args, kwargs)
+        answered.append(out is not hits.MISS)
+        return out
+
+    monkeypatch.setattr(tensors, "cached", counting)
+    fast = traced()
+    assert sum(answered) > 100
+    monkeypatch.setattr(tensors, "cached", lambda *a: hits.MISS)
+    monkeypatch.setattr(hits, "matches_torch", lambda: False)
+    assert traced() == fast

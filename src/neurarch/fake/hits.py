@@ -57,6 +57,9 @@ _throw_on_data_ptr = torch._C._set_throw_on_mutable_data_ptr
 _warn_on_data_ptr = torch._C._set_warn_deprecated_on_mutable_data_ptr
 _normalize = _FakeTensor._normalize_fake_device
 _log = _ft.log
+_stack_len = torch._C._len_torch_dispatch_stack  # in a mode's handler: the modes below it, FakeTensorMode counted
+_fake_mode_now = torch._C._get_dispatch_mode
+_FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 MISS = object()
 """What :func:`cached` returns where the cache holds no answer: run the op."""
@@ -117,10 +120,14 @@ def cached(mode, func, args, kwargs):
     """``func(*args, **kwargs)``'s output from ``mode``'s dispatch cache, as
     ``FakeTensorMode.dispatch`` gives it on a hit, or :data:`MISS` (run the op).
 
-    For a dispatch mode directly above ``mode`` (the simulation's tracker): there,
-    ``func(...)`` would go to ``mode``'s handler next, which looks up the same key."""
+    For the handler of a dispatch mode directly above ``mode`` (the simulation's tracker,
+    the tracer's value mode): there, ``func(...)`` would go to ``mode``'s handler next,
+    which looks up the same key.  Anywhere else (another mode in between) it answers
+    :data:`MISS`: the stack holds just ``mode`` below the caller, or the op is run."""
     if (
-        func in _ft._DISPATCH_META_HANDLERS
+        _stack_len() != 1
+        or _fake_mode_now(_FAKE_KEY) is not mode
+        or func in _ft._DISPATCH_META_HANDLERS
         or func in _ft._DISPATCH_HANDLE_DIRECTLY
         or not mode.cache_enabled
         or mode.cache_crosscheck_enabled

@@ -42,6 +42,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import arg_tree_leaves, tree_flatten, tree_map
 
+from .hits import MISS, cached
+
 aten = torch.ops.aten
 
 # Largest tensor (elements) whose real value we keep: token ids, masks,
@@ -344,7 +346,10 @@ class ValueMode(TorchDispatchMode):
         if func in _INDEXING:
             args = self._expand_bool_indices(func, args, kwargs)
         try:
-            out = func(*args, **kwargs)
+            # a hit of FakeTensorMode's cache, where it is right below (neurarch.fake.hits), else the op
+            out = cached(self.fake_mode, func, args, kwargs)
+            if out is MISS:
+                out = func(*args, **kwargs)
         except DynamicOutputShapeException:
             # nonzero, unique, masked_select...: the output's size is its inputs' values.
             real = self._run_real(func, args, kwargs, guess=True)
