@@ -68,7 +68,8 @@ MISS = object()
 def _attributes() -> dict | None:
     """The ``__dict__`` ``FakeTensor.__new__`` leaves on an output made from a cache entry,
     in its order (its device and mode set per tensor), or None where it holds anything but
-    those two and Nones (a torch this was not written for)."""
+    those two and Nones (a torch this was not written for).  Made when first asked
+    (:func:`matches_torch`), not on import: a FakeTensorMode imports torch's compiler package."""
     mode = _FTM()
     with _ft.in_kernel_invocation_manager(mode):
         elem = _empty_strided((1,), (1,), device=_META)
@@ -79,7 +80,8 @@ def _attributes() -> dict | None:
     return attrs
 
 
-_ATTRIBUTES = _attributes()
+_ATTRIBUTES: dict | None = None
+_ASKED = [False]
 
 
 def get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
@@ -152,6 +154,9 @@ def cached(mode, func, args, kwargs):
 
 def matches_torch() -> bool:
     """Whether this torch's functions are the ones these were written against."""
+    global _ATTRIBUTES
+    if not _ASKED[0]:
+        _ATTRIBUTES, _ASKED[0] = _attributes(), True
     return _ATTRIBUTES is not None and _FTM._get_output_tensor_from_cache_entry.__qualname__.endswith("_get_output_tensor_from_cache_entry")
 
 
