@@ -25,7 +25,7 @@ def test_fake_views_reports_the_same_outputs():
 
 def test_fake_hits_reports_the_same_outputs():
     out = subprocess.run([sys.executable, str(BENCHMARKS / "fake_hits.py"), "--calls", "50", "--rounds", "1"], capture_output=True, text=True, timeout=300, check=True)
-    lines = [line for line in out.stdout.splitlines() if "answered for the tracker" in line]
+    lines = [line for line in out.stdout.splitlines() if "asked of the cache first" in line]
     assert len(lines) == 4 and all(line.endswith("outputs the same: True") for line in lines), out.stdout
 
 
