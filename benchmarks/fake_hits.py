@@ -117,5 +117,6 @@ def main() -> None:
             f"{through * 1e6:.1f} us, asked of the cache first {direct * 1e6:.1f} us; outputs the same: {same}"
         )
 
+
 if __name__ == "__main__":
     main()

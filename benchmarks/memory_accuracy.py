@@ -22,6 +22,8 @@ defaults (oneDNN on: its bf16 matmuls are the fast path).  Dropout stays on
 Run:  python benchmarks/memory_accuracy.py [--only NAME] [--memtracker] [--out docs/accuracy.md]
 Takes about 30-40 minutes on 2 CPU cores.  Results are cached in
 benchmarks/memory_accuracy.json (delete it to re-measure everything).
+``--check-estimates`` simulates every row of that file again (a minute or two, no real
+step) and says whether each estimate is the file's: for a change that must not move them.
 """
 
 from __future__ import annotations
@@ -145,18 +147,23 @@ CONV_FAMILIES = ("CNN", "ViT")
 ONEDNN_BOTH = ("wav2vec2 (base defaults)",)
 
 
+def _simulated(name, raw, opts, mode, prec, **extra):
+    """The estimate side of a row: the built model, its inputs, the setup and the simulation."""
+    attn = extra.pop("attn", None)
+    built = build_from_config(dict(raw), name, **({"attn_implementation": attn, "strict_attention": True} if attn else {}))
+    plan = plan_inputs(built.model, built.config, InputOptions(**opts))
+    # foreach=True: the optimizer CUDA runs; device "cuda" would also route dropout/attention
+    # to CUDA kernels, which a CPU cannot run, so this model has no dropout (TinyLlama).
+    device = "cuda" if extra.pop("foreach", False) else "cpu"
+    setup = TrainSetup(mode=mode, precision=prec, device=device, **extra)
+    return built, plan, setup, simulate(built, plan, setup)
+
+
 def run_one(name, raw, opts, mode, prec, onednn, also_onednn, **extra):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        attn = extra.pop("attn", None)
-        built = build_from_config(dict(raw), name, **({"attn_implementation": attn, "strict_attention": True} if attn else {}))
-        plan = plan_inputs(built.model, built.config, InputOptions(**opts))
-        # foreach=True: the optimizer CUDA runs; device "cuda" would also route dropout/attention
-        # to CUDA kernels, which a CPU cannot run, so this model has no dropout (TinyLlama).
-        device = "cuda" if extra.pop("foreach", False) else "cpu"
-        setup = TrainSetup(mode=mode, precision=prec, device=device, **extra)
         t0 = time.perf_counter()
-        sim = simulate(built, plan, setup)
+        built, plan, setup, sim = _simulated(name, raw, opts, mode, prec, **extra)
         t_sim = time.perf_counter() - t0
 
         def make():
@@ -392,14 +399,45 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
+def check_estimates(results: dict, only: str | None = None) -> int:
+    """Simulate every row of the file again (no real step) and compare the estimates with the
+    file's: the simulator's side of the table, for a change that must not move it."""
+    rows = [(f"{name}|{mode}|{prec}", name, raw, opts, mode, prec, {}) for name, _fam, raw, opts, _ in MODELS for mode, prec in SETUPS]
+    name, raw, opts = EXTRA_MODEL
+    for label, options in EXTRAS:
+        o = dict(options)
+        rows.append((f"extra|{label}", name, raw, opts, o.pop("mode"), o.pop("precision"), o))
+    same = differ = 0
+    for key, name, raw, opts, mode, prec, extra in rows:
+        r = results.get(key)
+        if r is None or "error" in r or (only and only not in name):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sim = _simulated(name, raw, opts, mode, prec, **extra)[3]
+        now = (sim.steady.bytes, sim.first.bytes, f"{sim.steady.phase} / {sim.steady.module}")
+        was = (r["estimate"], r["estimate_first"], r["phase"])
+        if now == was:
+            same += 1
+            print(f"{key}: the same ({now[0]:,} bytes steady, {now[1]:,} first)", flush=True)
+        else:
+            differ += 1
+            print(f"{key}: DIFFERS: file {was}, now {now}", flush=True)
+    print(f"\n{same} of {same + differ} estimates the same as {CACHE.name}'s")
+    return 1 if differ else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="run only models whose name contains this")
     ap.add_argument("--out", default=str(ROOT / "docs" / "accuracy.md"))
     ap.add_argument("--render-only", action="store_true")
     ap.add_argument("--memtracker", action="store_true", help="also run torch's MemTracker on each step (fake tensors only)")
+    ap.add_argument("--check-estimates", action="store_true", help="simulate every row again and compare with the file's estimates; no real step, nothing written")
     args = ap.parse_args(argv)
     results = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    if args.check_estimates:
+        return check_estimates(results, args.only)
     if not args.render_only:
         for name, fam, raw, opts, _ in MODELS:
             if args.only and args.only not in name:
