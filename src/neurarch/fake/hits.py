@@ -35,6 +35,8 @@ simulation gives it the fake mode (:func:`neurarch.plan.simulation._run`).
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
 
 import torch
@@ -45,7 +47,6 @@ from .swap import Swap
 _FTM = _ft.FakeTensorMode
 _FakeTensor = _ft.FakeTensor
 _TORCH_GET = _FTM._get_output_tensor_from_cache_entry
-_TORCH_CACHED = _FTM._cached_dispatch_impl
 _STRIDED = torch.strided
 _META = torch.device("meta")
 _make_subclass = torch.Tensor._make_subclass
@@ -152,12 +153,27 @@ def cached(mode, func, args, kwargs):
     return out
 
 
+# What the functions above read of torch's (torch 2.13): the function they stand in for, by its
+# parameters, and the fields of a cache entry's output.
+_PARAMETERS = ("self", "state", "entry", "key", "func", "args")
+_ENTRY_FIELDS = {"inplace_idx", "metadata", "view_idx", "constant_value"}
+
+
 def matches_torch() -> bool:
-    """Whether this torch's functions are the ones these were written against."""
+    """Whether this torch's functions are the ones these were written against: the stood-in
+    function takes the same parameters, a cache entry's output has the fields read here, and
+    ``FakeTensor.__new__`` leaves the attributes :func:`_attributes` expects."""
     global _ATTRIBUTES
     if not _ASKED[0]:
         _ATTRIBUTES, _ASKED[0] = _attributes(), True
-    return _ATTRIBUTES is not None and _FTM._get_output_tensor_from_cache_entry.__qualname__.endswith("_get_output_tensor_from_cache_entry")
+    info = getattr(_ft, "_DispatchCacheEntryOutputInfo", None)
+    return (
+        _ATTRIBUTES is not None
+        and tuple(inspect.signature(_TORCH_GET).parameters) == _PARAMETERS
+        and info is not None
+        and dataclasses.is_dataclass(info)
+        and _ENTRY_FIELDS <= {f.name for f in dataclasses.fields(info)}
+    )
 
 
 def _install() -> None:
