@@ -112,9 +112,10 @@ class FakeGaps(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.in_optimizer = False
-        # Set where this answers for the dispatch mode right above ``fake`` (the simulation's
-        # tracker, neurarch.plan.simulation._run): a cache hit is answered without the trip
-        # through the dispatcher (neurarch.fake.hits.cached).
+        # The FakeTensorMode right below, where the caller knows it (the simulation's tracker,
+        # which runs these answers in its own handler, and the cost count, where this mode sits
+        # on it): a cache hit is answered without the trip through the dispatcher
+        # (neurarch.fake.hits.cached, which checks the mode stack itself).
         self.fake = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
