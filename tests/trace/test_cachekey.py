@@ -20,6 +20,7 @@ from neurarch.fake import cachekey
 from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan.memory import estimate_with_curve, with_batch
 from neurarch.plan.train import TrainSetup
+from plan_figures import with_and_without
 from tiny_configs import BERT, LLAMA
 
 RESNET = {
@@ -113,16 +114,7 @@ def test_every_key_of_a_simulation_is_torchs(cfg, name, setup, monkeypatch):
 
 @pytest.mark.parametrize("setup", [TrainSetup(mode="lora", precision="bf16-mixed"), TrainSetup(mode="inference", precision="bf16")], ids=["lora", "inference"])
 def test_a_plans_figures_with_the_fast_keys_are_those_with_torchs(setup, monkeypatch):
-    def figures():
-        built = build_from_config(dict(LLAMA, num_hidden_layers=5), "llama")
-        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=2))
-        return [estimate_with_curve(built, with_batch(plan, b), setup, cache=False) for b in (2, 3, 7)]
-
-    ft.FakeTensorMode.cache_clear()
-    fast = figures()
-    ft.FakeTensorMode.cache_clear()
-    monkeypatch.setattr(cachekey, "matches_torch", lambda: False)  # fast_keys leaves torch's function in place
-    plain = figures()
+    fast, plain = with_and_without(setup, lambda: monkeypatch.setattr(cachekey, "matches_torch", lambda: False))  # fast_keys leaves torch's function
     assert fast == plain
 
 

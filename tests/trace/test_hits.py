@@ -32,6 +32,7 @@ from neurarch.fake.views import fast_fake
 from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan.memory import estimate_with_curve, with_batch
 from neurarch.plan.train import TrainSetup
+from plan_figures import with_and_without
 from tiny_configs import BERT, LLAMA
 
 aten = torch.ops.aten
@@ -258,17 +259,11 @@ def test_outputs_by_hand_are_torchs():
 
 @pytest.mark.parametrize("setup", [TrainSetup(mode="lora", precision="bf16-mixed"), TrainSetup(mode="inference", precision="bf16")], ids=["lora", "inference"])
 def test_a_plans_figures_with_the_hits_are_those_without(setup, monkeypatch):
-    def figures():
-        built = build_from_config(dict(LLAMA, num_hidden_layers=5), "llama")
-        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=2))
-        return [estimate_with_curve(built, with_batch(plan, b), setup, cache=False) for b in (2, 3, 7)]
+    def turn_off():
+        monkeypatch.setattr(hits, "matches_torch", lambda: False)  # fast_hits leaves torch's function in place
+        monkeypatch.setattr(gaps, "cached", lambda *a: hits.MISS)
 
-    ft.FakeTensorMode.cache_clear()
-    fast = figures()
-    ft.FakeTensorMode.cache_clear()
-    monkeypatch.setattr(hits, "matches_torch", lambda: False)  # fast_hits leaves torch's function in place
-    monkeypatch.setattr(gaps, "cached", lambda *a: hits.MISS)
-    plain = figures()
+    fast, plain = with_and_without(setup, turn_off)
     assert fast == plain
 
 
@@ -282,6 +277,24 @@ def test_fast_hits_nests_and_puts_torchs_function_back():
         assert ft.FakeTensorMode._get_output_tensor_from_cache_entry is hits._TORCH_GET
 
 
+def _same_with_and_without(monkeypatch, module, run):
+    """``run()`` with ``module``'s ``cached`` answering (more than 100 ops answered there), then
+    with every op passed on and torch's output function: the two results must be equal."""
+    answered = []
+
+    def counting(mode, func, args, kwargs):
+        out = FAST_CACHED(mode, func, args, kwargs)
+        answered.append(out is not hits.MISS)
+        return out
+
+    monkeypatch.setattr(module, "cached", counting)
+    fast = run()
+    assert sum(answered) > 100  # the ops were answered there: the test exercises it
+    monkeypatch.setattr(module, "cached", lambda *a: hits.MISS)
+    monkeypatch.setattr(hits, "matches_torch", lambda: False)
+    assert run() == fast
+
+
 def test_a_cost_count_with_the_hits_is_the_one_without(monkeypatch):
     from neurarch.cost import count_step
     from neurarch.trace import trace
@@ -293,19 +306,7 @@ def test_a_cost_count_with_the_hits_is_the_one_without(monkeypatch):
         work = count_step(built.model, built.config, opts, "bf16-mixed")
         return [(r.op, r.phase, r.flops, r.bytes) for r in work.ops1 + work.ops2]
 
-    answered = []
-
-    def counting(mode, func, args, kwargs):
-        out = FAST_CACHED(mode, func, args, kwargs)
-        answered.append(out is not hits.MISS)
-        return out
-
-    monkeypatch.setattr(gaps, "cached", counting)
-    fast = count()
-    assert sum(answered) > 100  # the count's ops were answered there
-    monkeypatch.setattr(gaps, "cached", lambda *a: hits.MISS)
-    monkeypatch.setattr(hits, "matches_torch", lambda: False)
-    assert count() == fast
+    _same_with_and_without(monkeypatch, gaps, count)  # the count's gaps sit right above FakeTensorMode
 
 
 def test_a_trace_with_the_hits_is_the_one_without(monkeypatch):
@@ -319,16 +320,4 @@ def test_a_trace_with_the_hits_is_the_one_without(monkeypatch):
         rows = [(e.kind, e.name, e.op, e.output_shape, e.calls) for e in result.recorder.events]
         return rows, result.output_shape, result.guessed_values, result.forward.ok, result.backward.ok
 
-    answered = []
-
-    def counting(mode, func, args, kwargs):
-        out = FAST_CACHED(mode, func, args, kwargs)
-        answered.append(out is not hits.MISS)
-        return out
-
-    monkeypatch.setattr(tensors, "cached", counting)
-    fast = traced()
-    assert sum(answered) > 100
-    monkeypatch.setattr(tensors, "cached", lambda *a: hits.MISS)
-    monkeypatch.setattr(hits, "matches_torch", lambda: False)
-    assert traced() == fast
+    _same_with_and_without(monkeypatch, tensors, traced)

@@ -24,6 +24,7 @@ from neurarch.fake import gaps, views
 from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan.memory import estimate_with_curve, with_batch
 from neurarch.plan.train import TrainSetup
+from plan_figures import with_and_without
 from tiny_configs import BERT, LLAMA
 
 aten = torch.ops.aten
@@ -173,17 +174,11 @@ def test_unsafe_view_is_answered_as_a_cached_view_on_the_same_storage():
 
 @pytest.mark.parametrize("setup", [TrainSetup(mode="lora", precision="bf16-mixed"), TrainSetup(mode="full", precision="fp32")], ids=["lora", "full"])
 def test_a_plans_figures_with_the_fast_views_are_those_with_torchs(setup, monkeypatch):
-    def figures():
-        built = build_from_config(dict(LLAMA, num_hidden_layers=5), "llama")
-        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=2))
-        return [estimate_with_curve(built, with_batch(plan, b), setup, cache=False) for b in (2, 3, 7)]
+    def turn_off():
+        monkeypatch.setattr(views, "matches_torch", lambda: False)  # fast_views leaves torch's function in place
+        monkeypatch.setattr(gaps, "_UNSAFE_VIEW", None)  # and _unsafe_view is torch's, uncached
 
-    ft.FakeTensorMode.cache_clear()
-    fast = figures()
-    ft.FakeTensorMode.cache_clear()
-    monkeypatch.setattr(views, "matches_torch", lambda: False)  # fast_views leaves torch's function in place
-    monkeypatch.setattr(gaps, "_UNSAFE_VIEW", None)  # and _unsafe_view is torch's, uncached
-    plain = figures()
+    fast, plain = with_and_without(setup, turn_off)
     assert fast == plain
 
 
