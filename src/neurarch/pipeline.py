@@ -94,10 +94,20 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
 
 
 def _worker_init() -> None:
-    """A worker process only simulates (on fake tensors) and ends with the plan."""
+    """A worker process only simulates (on fake tensors) and ends with the plan.
+
+    It runs with no cyclic garbage collection: what its simulations keep (each run's
+    storages and ops, read again at later batches, FakeTensor's cache) is walked whole
+    by every full collection, a tenth of a mode's time, while what they leave to the
+    collector is small (the model copies' reference cycles) and goes with the process
+    (``benchmarks/worker_gc.py``).  Inside a simulation there is none anyway
+    (:func:`neurarch.plan.simulation._run`)."""
+    import gc
+
     from .plan.train.adapters import simulation_only
 
     simulation_only()
+    gc.disable()
 
 
 def analyze(spec: str, options: Options | None = None) -> Report:

@@ -34,3 +34,9 @@ def test_the_names_collection_time_replaces_are_the_ones_a_plan_calls():
     assert "jobs._call_job = call" in child and "pl.prepare = built" in child and "jobs.hold_collection()" in child
     assert callable(jobs.hold_collection) and "_call_job" in inspect.getsource(jobs.Jobs)
     assert "prepare(" in inspect.getsource(pipeline.analyze) and "release_collection()" in inspect.getsource(pipeline.analyze)
+
+
+def test_the_names_worker_gc_replaces_are_the_ones_a_plan_calls():
+    child = load("worker_gc").CHILD
+    assert "pl._worker_init = worker_init" in child and "jobs._call_job = call" in child
+    assert "init=_worker_init" in inspect.getsource(pipeline._start_jobs) and "gc.disable()" in inspect.getsource(pipeline._worker_init)

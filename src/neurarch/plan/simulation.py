@@ -304,8 +304,10 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     tracker.runs_ops = gaps if direct else None
     gaps.fake = mode if direct else None  # the mode right below the tracker: hits answered there (neurarch.fake.hits.cached)
     # No collection during the tracked run: frees happen where reference counts
-    # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)
+    # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)  Afterwards
+    # collection is as it was (a plan's worker process keeps it off: neurarch.jobs).
     gc.collect(0)
+    collecting = gc.isenabled()
     gc.disable()
     try:
         with contextlib.ExitStack() as stack:
@@ -318,7 +320,8 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
             body(tracker, watch)
             tracker.close()
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
     _decide_survival(tracker.lives, watch.phase_starts)
     return tracker, watch
 
