@@ -144,6 +144,9 @@ CASES = [
 
 
 def _simulate(cfg, name, setup, batch=3):
+    # From an empty cache: how many of the run's ops hit (the counts below) must not depend
+    # on which tests ran before in this process (their entries, bypasses among them).
+    ft.FakeTensorMode.cache_clear()
     built = build_from_config(dict(cfg), name)
     plan = plan_inputs(built.model, built.config, InputOptions(seq_len=16, batch=2))
     return estimate_with_curve(built, with_batch(plan, batch), setup, cache=False, cut_depth=False)
@@ -164,7 +167,7 @@ def test_every_hit_answered_for_the_tracker_is_what_fake_tensor_mode_answers(cfg
     compare = _CompareCached()
     monkeypatch.setattr(gaps, "cached", compare.function())
     _simulate(cfg, name, setup)
-    assert compare.answered > 300
+    assert compare.answered > 200  # from an empty cache: 231 of 375 ops for the smallest case, a tiny Llama's inference
     assert compare.answered > 0.5 * compare.calls  # most ops are answered there: the test exercises it
     assert compare.differ == 0, compare.first_difference
 

@@ -313,6 +313,8 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
         with contextlib.ExitStack() as stack:
             stack.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")
+            if isinstance(kernels, CudaKernels):  # run by the tracker's torch-function mode, right below it
+                tracker.nodes.below, kernels = kernels, contextlib.nullcontext()
             for cm in (unpacked_sequences(), mode, *(() if direct else (gaps,)), *value_modes, kernels, tracker):
                 stack.enter_context(cm)  # the tracker innermost: it sees what the value mode returns
             for t in [*model.parameters(), *model.buffers(), *quantized, *held]:

@@ -137,9 +137,14 @@ class _NodeNames(TorchFunctionMode):
     def __init__(self, modules: _ModuleStack):
         super().__init__()
         self.modules = modules
+        # The torch-function mode that would sit right below this one, run from here instead
+        # (neurarch.fake.cuda.CudaKernels in a simulation): the same handler, in the same order,
+        # with one mode fewer on the stack that every torch call passes through.
+        self.below: TorchFunctionMode | None = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        below = self.below
+        out = func(*args, **(kwargs or {})) if below is None else below.__torch_function__(func, types, args, kwargs)
         name = self.modules.current
         if name is not None:
             for t in tree_leaves(out) if isinstance(out, (tuple, list)) else (out,):
