@@ -304,10 +304,13 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     tracker.runs_ops = gaps if direct else None
     gaps.fake = mode if direct else None  # the mode right below the tracker: hits answered there (neurarch.fake.hits.cached)
     # No collection during the tracked run: frees happen where reference counts
-    # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)  Afterwards
-    # collection is as it was (a plan's worker process keeps it off: neurarch.jobs).
-    gc.collect(0)
+    # drop, as on a device.  (A full gc.collect() here costs 0.3 s a run.)  Before it the
+    # young garbage goes, and afterwards collection is as it was, where the process collects;
+    # a plan's worker process does not (neurarch.pipeline._worker_init): no collection at all,
+    # there gen 0 would hold everything made since the last run.
     collecting = gc.isenabled()
+    if collecting:
+        gc.collect(0)
     gc.disable()
     try:
         with contextlib.ExitStack() as stack:
