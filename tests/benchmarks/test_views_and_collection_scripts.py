@@ -40,3 +40,15 @@ def test_the_names_worker_gc_replaces_are_the_ones_a_plan_calls():
     child = load("worker_gc").CHILD
     assert "pl._worker_init = worker_init" in child and "jobs._call_job = call" in child
     assert "init=_worker_init" in inspect.getsource(pipeline._start_jobs) and "gc.disable()" in inspect.getsource(pipeline._worker_init)
+
+
+def test_fake_misses_prints_a_row_per_op():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "fake_misses.py"), "--calls", "20", "--rounds", "1"], capture_output=True, text=True, timeout=300, check=True)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| op")]
+    assert len(rows) == 6 and all(float(r.split("|")[2]) > 0 for r in rows), out.stdout
+
+
+def test_model_copy_compares_the_two_copies_before_timing_them():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "model_copy.py"), "gpt2", "--rounds", "1"], capture_output=True, text=True, timeout=300, check=True)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| gpt2 |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["full", "lora"], out.stdout
