@@ -38,7 +38,7 @@ def main() -> None:
     from neurarch.options import Options, PlanOptions
     from neurarch.plan import simulation
     from neurarch.plan.train import TrainSetup
-    from plan.test_deep_copy import _memo, same_graph
+    from plan.test_deep_copy import same_graph
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; python {platform.python_version()}, torch {torch.__version__}")
     print(f"best of {a.rounds}, milliseconds a copy; both copies walked side by side first (the same object graph)\n")
@@ -53,7 +53,7 @@ def main() -> None:
                 setup = TrainSetup.from_plan(opts.plan, mode=mode, precision=opts.precision)
                 simulation.prepared_copy(model, setup)  # peft's injection, kept
                 model = next(iter(simulation._PREPARED[model].values()))
-            memo = _memo(model)
+            memo = convert.meta_memo(model)
             same_graph(copy.deepcopy(model, dict(memo)), convert.deep_copy(model, dict(memo)), {}, {})
             times = {}
             for name, fn in (("deepcopy", copy.deepcopy), ("deep_copy", convert.deep_copy)):

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from neurarch.build import build_from_config
-from neurarch.fake.convert import _plain_module, deep_copy, meta_copy, meta_like
+from neurarch.fake.convert import _plain_module, deep_copy, meta_copy, meta_memo
 from neurarch.inputs.prepare import prepare as prepare_model
 from neurarch.options import Options
 from neurarch.plan.train import TrainSetup, prepare
@@ -66,19 +66,6 @@ def same_graph(a, b, there: dict, back: dict, path: str = "model") -> None:
         assert a is b or a == b, f"{path}: {a!r} vs {b!r}"
 
 
-def _memo(model: nn.Module) -> dict:
-    """meta_copy's memo: every parameter and buffer made anew on meta before the copy."""
-    memo: dict = {}
-    for mod in model.modules():
-        for p in mod._parameters.values():
-            if p is not None and id(p) not in memo:
-                memo[id(p)] = nn.Parameter(meta_like(p), requires_grad=p.requires_grad)
-        for t in mod._buffers.values():
-            if t is not None and id(t) not in memo:
-                memo[id(t)] = meta_like(t)
-    return memo
-
-
 def _objects(root) -> dict[int, object]:
     """Every module, container and tensor reachable from ``root`` through module dicts."""
     out: dict[int, object] = {}
@@ -98,7 +85,7 @@ def _objects(root) -> dict[int, object]:
 
 
 def check(model: nn.Module) -> None:
-    memo = _memo(model)
+    memo = meta_memo(model)
     want = copy.deepcopy(model, dict(memo))
     got = deep_copy(model, dict(memo))
     same_graph(want, got, {}, {})
@@ -192,7 +179,7 @@ class _Odd(nn.Module):
 def test_odd_module_trees_copy_as_deepcopy_copies_them():
     model = _Odd()
     check(model)
-    got = deep_copy(model, _memo(model))
+    got = deep_copy(model, meta_memo(model))
     assert got.own.marker == "own" and not hasattr(got.state, "skip")  # the classes' own protocols were followed
     assert got.a is got.b[0] and got.head.weight is got.emb.weight and got.b.to_self is got and got.items[0] is got.a
     assert got.b[0].cfg is got.cfg is got.od["y"] and got.cfg is not model.cfg

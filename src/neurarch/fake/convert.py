@@ -37,6 +37,12 @@ def meta_like(t: torch.Tensor) -> torch.Tensor:
 
 def meta_copy(model: nn.Module) -> nn.Module:
     """A deep copy of a meta (or already fake) model whose tensors are all on meta."""
+    return deep_copy(model, meta_memo(model))
+
+
+def meta_memo(model: nn.Module) -> dict[int, object]:
+    """:func:`meta_copy`'s memo: every parameter and buffer of ``model`` made anew on meta (a
+    parameter keeps ``requires_grad``), by the ``id`` of the tensor it stands for."""
     memo: dict[int, object] = {}
     for mod in model.modules():
         for p in mod._parameters.values():
@@ -45,7 +51,7 @@ def meta_copy(model: nn.Module) -> nn.Module:
         for b in mod._buffers.values():
             if b is not None and id(b) not in memo:
                 memo[id(b)] = meta_like(b)
-    return deep_copy(model, memo)
+    return memo
 
 
 def swap_weights(module: nn.Module, param: Callable[[torch.Tensor], torch.Tensor], buffer: Callable[[torch.Tensor], torch.Tensor], memo: dict[int, torch.Tensor]) -> None:

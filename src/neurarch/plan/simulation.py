@@ -277,7 +277,8 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
     held = fake_attributes(model, mode)
     gaps = FakeGaps()
     watch = _Watch(tracker, gaps)
-    kernels = CudaKernels(setup.attn_implementation == "flash_attention_2") if setup.device == "cuda" else contextlib.nullcontext()
+    # CUDA's kernel choices run from the tracker's torch-function mode, right below it (one mode fewer per torch call)
+    tracker.nodes.below = CudaKernels(setup.attn_implementation == "flash_attention_2") if setup.device == "cuda" else None
     quantized: list[torch.Tensor] = []
     if setup.mode == "qlora":
         with warnings.catch_warnings(), mode:
@@ -316,9 +317,7 @@ def _run(model: nn.Module, setup: TrainSetup, body, plan: InputPlan | None = Non
         with contextlib.ExitStack() as stack:
             stack.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")
-            if isinstance(kernels, CudaKernels):  # run by the tracker's torch-function mode, right below it
-                tracker.nodes.below, kernels = kernels, contextlib.nullcontext()
-            for cm in (unpacked_sequences(), mode, *(() if direct else (gaps,)), *value_modes, kernels, tracker):
+            for cm in (unpacked_sequences(), mode, *(() if direct else (gaps,)), *value_modes, tracker):
                 stack.enter_context(cm)  # the tracker innermost: it sees what the value mode returns
             for t in [*model.parameters(), *model.buffers(), *quantized, *held]:
                 tracker.register(t, WEIGHTS)
