@@ -39,6 +39,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
+from . import direct
 from .hits import MISS, cached
 
 aten = torch.ops.aten
@@ -127,6 +128,10 @@ class FakeGaps(TorchDispatchMode):
         kwargs = kwargs or {}
         if func is _UNSAFE_VIEW:
             func = aten.view.default
+        if self.fake is not None:
+            out = direct.answer(self.fake, func, args, kwargs)  # the optimizer's per-parameter ops (neurarch.fake.direct)
+            if out is not MISS:
+                return out
         if self.in_optimizer and func is aten._local_scalar_dense.default:
             try:
                 return func(*args, **kwargs)
