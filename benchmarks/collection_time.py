@@ -3,12 +3,14 @@
     python benchmarks/collection_time.py                                   # Llama-3.2-1B-Instruct
     python benchmarks/collection_time.py gpt2 microsoft/swin-tiny-patch4-window7-224
 
-Each model's ``--plan --format json`` runs twice, each time in a fresh Python
+Each model's ``--plan --format json`` runs three times, each time in a fresh Python
 process with an empty cache and the jobs forked as the console command forks
 them (no supervising child, so the run is this script's child itself): once as a
-library caller runs it (collection as Python sets it), once as the console
-command's child does (:func:`neurarch.jobs.hold_collection` first: no collection
-until the model is built, then the start-up's objects frozen).  ``gc.callbacks``
+library caller runs it (collection as Python sets it); once held until the model
+is built (:func:`neurarch.jobs.hold_collection`: no collection until then, then the
+start-up's objects frozen and collection back on), as the console command's child
+did before; once as it does now, held for the whole run
+(``hold_collection(whole_run=True)``: frozen once built, no collection at all).  ``gc.callbacks``
 time every collection.  Per run: the wall clock, the seconds until the jobs
 start (imports, resolving the source, the build), and per process (the parent,
 each job's worker) the collections' count and seconds, full ones apart.  Not a
@@ -27,7 +29,7 @@ import tempfile
 CHILD = r"""
 import gc, json, os, sys, time
 T0 = time.perf_counter()
-HOLD = sys.argv[2] == "hold"
+HOLD = sys.argv[2] in ("hold", "whole")
 stats = {"n": 0, "s": 0.0, "full_n": 0, "full_s": 0.0}
 start = [0.0]
 def timed(phase, info):
@@ -41,7 +43,7 @@ def timed(phase, info):
 gc.callbacks.append(timed)
 import neurarch.jobs as jobs
 if HOLD:
-    jobs.hold_collection()
+    jobs.hold_collection(whole_run=sys.argv[2] == "whole")
 rows = []
 run_one = jobs._call_job
 def call(name):
@@ -86,11 +88,11 @@ def main() -> None:
     print("| model | collection | wall s | jobs start s | process | collections (full) | seconds in them (full) |")
     print("|---|---|---:|---:|---|---:|---:|")
     for model in models:
-        for how in ("python's", "hold"):
+        for how in ("python's", "hold", "whole"):
             rows = run(model, how)
             parent = next(r for r in rows if r.get("process") == "parent")
             start = next(r["jobs start"] for r in rows if "jobs start" in r)
-            label = "as Python sets it" if how != "hold" else "held until built, then frozen"
+            label = {"python's": "as Python sets it", "hold": "held until built, then frozen", "whole": "held for the whole run, frozen once built"}[how]
             for r in [parent, *(r for r in rows if str(r.get("process", "")).startswith("worker"))]:
                 print(f"| {model} | {label} | {parent['wall']:.2f} | {start:.2f} | {r['process']} | {r['n']} ({r['full_n']}) | {r['s']:.3f} ({r['full_s']:.3f}) |")
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")

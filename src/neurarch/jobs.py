@@ -141,28 +141,51 @@ def library_logs():
 _JOBS: dict | None = None  # name -> callable, read by forked workers
 
 _HELD = [False]
+_WHOLE_RUN = [False]
 
 
-def hold_collection() -> None:
+def hold_collection(whole_run: bool = False) -> None:
     """No cyclic garbage collection until :func:`release_collection` (which the pipeline calls
     once the model is built).  For a process that does nothing but one plan (the console
     command's supervised child): importing torch and transformers and building the model
     make hundreds of thousands of objects that live as long as the process, and every full
     collection while they are made walks all of them again (``benchmarks/collection_time.py``).
-    The entry point releases it too once done, in case ``analyze`` stopped before the build."""
+    The entry point releases it too once done, in case ``analyze`` stopped before the build.
+
+    ``whole_run``: the process ends with this plan, so the collection stays off after the
+    build too (:func:`release_collection` only freezes).  What the plan makes from then on
+    (the trace's fake tensors and autograd graph, the workers' results, the report) lives
+    until the report is written anyway, and the collections that would walk it while the
+    workers simulate take CPU from them (``benchmarks/collection_time.py``)."""
     gc.disable()
     _HELD[0] = True
+    _WHOLE_RUN[0] = whole_run
 
 
 def release_collection() -> None:
     """After :func:`hold_collection`: freeze what exists now (``gc.freeze``: later collections,
     here and in the workers forked from here, walk only what is made from now on, and a
-    forked worker does not touch the parent's pages) and collect again.  Nothing held, nothing
-    done (a library caller's process keeps its own settings)."""
+    forked worker does not touch the parent's pages) and collect again, unless held for the
+    whole run.  Nothing held, nothing done (a library caller's process keeps its own settings)."""
     if _HELD[0]:
         _HELD[0] = False
         gc.freeze()
-        gc.enable()
+        if not _WHOLE_RUN[0]:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def no_collection():
+    """No cyclic garbage collection inside the block: a long-lived process's plan (the web
+    worker's), which collects once after it has answered.  Collection as it was before
+    outside the block."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _child_init(init=None) -> None:
@@ -224,6 +247,23 @@ class Jobs:
             self.futures = {n: self.pool.submit(_call_job, n) for n in self.names}
         finally:
             _JOBS = None
+
+    @contextlib.contextmanager
+    def one_thread(self):
+        """This process's torch on one thread inside the block while workers run (the parent's
+        trace beside them): every core is already a worker's, and a second intra-op thread here
+        only waits for one (its spinning is CPU the workers lose).  As it was outside the block,
+        and unchanged where the jobs run in this process."""
+        torch = sys.modules.get("torch")
+        if self.pool is None or torch is None or torch.get_num_threads() == 1:
+            yield
+            return
+        saved = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(saved)
 
     def results(self) -> dict[str, JobOutcome]:
         """``{name: JobOutcome(ok, value or (error type, message))}`` for each job."""

@@ -7,6 +7,7 @@ same :class:`~neurarch.report.Report`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from typing import Any, Callable
@@ -139,7 +140,8 @@ def analyze(spec: str, options: Options | None = None) -> Report:
         try:
             if want_jobs and plan.settled:
                 jobs = _start_jobs(trained, plan, opts, cards, source.default_input_shape)  # forked now, they run while the model is traced
-            result = trace(built.model, plan, backward=opts.backward)
+            with jobs.one_thread() if jobs is not None else contextlib.nullcontext():
+                result = trace(built.model, plan, backward=opts.backward)
             params = build_params(built.model, source.checkpoint, built.config)
             structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
             cost = memory = None

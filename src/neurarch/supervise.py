@@ -41,6 +41,7 @@ Linux only (``/proc``, ``fork``, process groups).  Nothing here imports torch.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import os
 import pickle
@@ -433,6 +434,10 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
         os.setpgid(pid, pid)  # also here: the group exists before the first kill, whoever runs first
     except OSError:
         pass
+    try:
+        ended_fd: int | None = os.pidfd_open(pid)  # readable once the item ends: the wait between polls ends with it
+    except (AttributeError, OSError):  # before Linux 5.3 or Python 3.9: the poll's sleep alone
+        ended_fd = None
     killed: str | None = None
     killed_text = ""
     peak = 0
@@ -468,7 +473,12 @@ def _supervise_one(req: dict, proto_in: int) -> dict:
             kill_tree(pid)
             os.waitpid(pid, 0)
             break
-        time.sleep(poll)
+        if ended_fd is not None:
+            select.select([ended_fd], [], [], poll)
+        else:
+            time.sleep(poll)
+    if ended_fd is not None:
+        os.close(ended_fd)
     seconds = time.monotonic() - t0
     kill_tree(pid)  # whatever the item left running in its group
     _reap(pid)
@@ -548,20 +558,42 @@ def serve() -> None:
     for p in reversed(hello.get("sys_path") or []):
         if p not in sys.path:
             sys.path.insert(0, p)
+    # No cyclic collection while the preload imports (it would walk the modules' objects again
+    # and again); they live as long as the process, so they are then frozen out of later
+    # collections, here and in every item forked from here.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         for name in hello.get("preload") or ():
             importlib.import_module(name)
     except BaseException as e:  # noqa: BLE001 - reported to the caller, who decides
         _send(proto_out, ("failed", f"{type(e).__name__}: {one_line(str(e))}"))
         return
-    _send(proto_out, ("ready", os.getpid()))
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
+    try:
+        _send(proto_out, ("ready", os.getpid()))
+    except OSError:  # the caller went away while it imported: nothing to serve
+        return
     while True:
         req = _recv(proto_in)
         if req is None:
-            return
+            break
         req["_close_fds"] = (proto_out,)
         req["_stdout_fd"] = hello["stdout_fd"] if hello.get("stdout_fd") is not None else 2
         _send(proto_out, ("done", _supervise_one(req, proto_in)))
+    # The caller closed its end: done.  Exit now, without the interpreter's teardown (unloading a
+    # preloaded torch takes a tenth of a second or two, which the caller's close() would wait
+    # for, and a shell pipe too, while this process holds the caller's output).  Nothing is left
+    # to clean up: each item's files went with its answer.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream: nothing to flush
+            pass
+    os._exit(0)
 
 
 # --------------------------------------------------------------------------
@@ -583,14 +615,18 @@ class Supervisor:
 
     ``preload`` names modules the supervisor imports once, before the first
     call, so every item forks with them loaded (``("torch", "transformers")``
-    saves seconds per item).  Safe to share between threads: calls wait their
-    turn.  Close it (or use ``with``) when done; it also exits on its own when
-    the process that started it goes away.
+    saves seconds per item).  ``wait``: False returns at once, while the
+    supervisor starts and imports them, and the first call waits for it (the
+    caller does its own work meanwhile; :meth:`close` before that kills it
+    rather than wait for the imports).  Safe to share between threads: calls
+    wait their turn.  Close it (or use ``with``) when done; it also exits on its
+    own when the process that started it goes away.
     """
 
-    def __init__(self, preload: Sequence[str] = (), *, env: dict[str, str] | None = None, capture_output: bool = True):
+    def __init__(self, preload: Sequence[str] = (), *, env: dict[str, str] | None = None, capture_output: bool = True, wait: bool = True):
         self.preload = tuple(preload)
         self.capture_output = capture_output
+        self._ready = False
         self._lock = threading.Lock()
         child_env = dict(os.environ)
         child_env.update(env or {})
@@ -619,6 +655,17 @@ class Supervisor:
         self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         try:
             _send(self._in, {"preload": self.preload, "sys_path": [p for p in sys.path if p], "stdout_fd": stdout_fd})
+        except OSError as e:
+            self.close()
+            raise RuntimeError(f"the supervisor process did not start: {e}") from None
+        if wait:
+            self._await_ready()
+
+    def _await_ready(self) -> None:
+        """Wait for the supervisor's "ready" (its preload imported), once; RuntimeError if it failed."""
+        if self._ready:
+            return
+        try:
             answer = _recv(self._out, time.monotonic() + READY_TIMEOUT_S)
         except (OSError, TimeoutError) as e:
             self.close()
@@ -628,6 +675,7 @@ class Supervisor:
             why = answer[1] if isinstance(answer, tuple) and len(answer) > 1 else "it exited"
             raise RuntimeError(f"the supervisor process could not import {', '.join(self.preload) or 'neurarch'}: {why}")
         self.pid = answer[1]
+        self._ready = True
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -683,6 +731,7 @@ class Supervisor:
         # The supervisor answers within the limits; past this something is badly wrong with it.
         deadline = time.monotonic() + time_limit_s + grace_s + 60
         with self._lock:
+            self._await_ready()
             if not self.alive():
                 raise RuntimeError("the supervisor process has exited")
             try:
@@ -718,7 +767,10 @@ class Supervisor:
         return out
 
     def close(self) -> None:
-        """Stop the supervisor (an item it is running is killed with it)."""
+        """Stop the supervisor (an item it is running is killed with it); one still importing its
+        preload is killed at once."""
+        if not self._ready and self.proc.poll() is None:
+            kill_tree(self.proc.pid)
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 if stream is not None:

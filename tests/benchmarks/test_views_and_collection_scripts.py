@@ -31,7 +31,7 @@ def test_fake_hits_reports_the_same_outputs():
 
 def test_the_names_collection_time_replaces_are_the_ones_a_plan_calls():
     child = load("collection_time").CHILD
-    assert "jobs._call_job = call" in child and "pl.prepare = built" in child and "jobs.hold_collection()" in child
+    assert "jobs._call_job = call" in child and "pl.prepare = built" in child and "jobs.hold_collection(whole_run=" in child
     assert callable(jobs.hold_collection) and "_call_job" in inspect.getsource(jobs.Jobs)
     assert "prepare(" in inspect.getsource(pipeline.analyze) and "release_collection()" in inspect.getsource(pipeline.analyze)
 

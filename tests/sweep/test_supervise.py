@@ -208,3 +208,64 @@ def test_uncaptured_output_reaches_the_callers_stdout(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "stdout").read_text().splitlines() == ["from the item", "caller saw ok 13"]
     assert "to stderr" in proc.stderr
+
+
+def test_a_supervisor_not_waited_for_serves_its_first_call(tmp_path):
+    with Supervisor(preload=("decimal",), wait=False) as sup:
+        warm = sup.run(jobs.preloaded, ("decimal",), time_limit_s=20)
+        frozen = sup.run(lambda: __import__("gc").get_freeze_count(), time_limit_s=20)
+    assert warm.ok and warm.value is True  # imported before the fork, as when waited for
+    assert frozen.ok and frozen.value > 0  # the preload's objects frozen out of the item's collections
+
+
+def test_a_supervisor_not_waited_for_is_killed_at_once_while_it_imports(tmp_path, monkeypatch):
+    (tmp_path / "slow_preload.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    t0 = time.monotonic()
+    sup = Supervisor(preload=("slow_preload",), wait=False)
+    started = time.monotonic() - t0
+    t1 = time.monotonic()
+    sup.close()
+    closed = time.monotonic() - t1
+    assert started < 5 and closed < 5, (started, closed)  # neither waits for the 60 s import
+    assert _gone(sup.proc.pid, 5)
+
+
+def test_a_failed_preload_not_waited_for_is_the_first_calls_error(tmp_path):
+    sup = Supervisor(preload=("no_such_module_here",), wait=False)
+    try:
+        with pytest.raises(RuntimeError, match="no_such_module_here"):
+            sup.run(jobs.answer, (1,), time_limit_s=20)
+    finally:
+        sup.close()
+
+
+def _with_marker(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker`` (zombies left out)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in env and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+def test_the_commands_early_supervisor_is_gone_with_a_bad_option(tmp_path):
+    """The console command starts its supervisor before it checks the options; a bad one
+    answers in one line and leaves no supervisor behind, not even one still importing."""
+    marker = f"NEURARCH_TEST_MARKER_{os.getpid()}_{time.monotonic_ns()}"
+    env = dict(os.environ, NEURARCH_TEST_MARKER=marker, NEURARCH_CACHE_DIR=str(tmp_path))
+    env.pop("NEURARCH_SUPERVISE", None)
+    err = tmp_path / "stderr"
+    with err.open("w") as fh:  # a file, not a pipe: run() returns when the command exits, not when every holder of the pipe has
+        out = subprocess.run([sys.executable, "-m", "neurarch.cli", "gpt2", "--memory-limit", "lots"], stdout=subprocess.DEVNULL, stderr=fh, env=env, timeout=120)
+    left = _with_marker(f"NEURARCH_TEST_MARKER={marker}")
+    text = err.read_text()
+    assert out.returncode == 2 and text.strip().count("\n") == 0, text
+    assert left == []

@@ -217,10 +217,10 @@ class _Refused(NeurarchError):
 
 def _analyze_in_child(spec: str, opts):
     """The supervised child's work: the report, or a NeurarchError as a value (its exit code kept).
-    A process of its own for one model: no cyclic collection while it imports and builds (neurarch.jobs.hold_collection)."""
+    A process of its own for one model, which ends with it: no cyclic collection at all (neurarch.jobs.hold_collection)."""
     from ..jobs import hold_collection, release_collection
 
-    hold_collection()  # before the imports below: they are most of what it spares
+    hold_collection(whole_run=True)  # before the imports below: they are most of what it spares
     from ..pipeline import analyze
 
     try:
@@ -251,15 +251,36 @@ def _limits(args, opts) -> tuple[float, int | None]:
     return opts.time_limit_s + min(LIMIT_MARGIN_S, opts.time_limit_s / 4), memory
 
 
+# What the supervisor imports while the command reads its options and asks the report cache:
+# every model's child forks from it with the pipeline (torch, transformers) already imported.
+PRELOAD = ("neurarch.pipeline",)
+
+
+def _supervises(args, supervised: bool) -> bool:
+    return supervised and not args.debug and os.environ.get("NEURARCH_SUPERVISE", "1") != "0"
+
+
+def start_supervisor(args, supervised: bool) -> Any:
+    """The supervising process, started before the options are checked and the report cache
+    asked (a few tenths of a second of imports here), so that it imports the pipeline meanwhile,
+    on another core; None where the command does not supervise.  A bad option or a plan the
+    report cache answers closes it unused (killed, if still importing)."""
+    if not _supervises(args, supervised):
+        return None
+    from ..supervise import Supervisor
+
+    return Supervisor(PRELOAD, capture_output=False, wait=False)
+
+
 class _Analyzer:
     """``analyze`` in this process, or (the console command) each model in a child process whose wall clock
     and resident memory the parent watches and enforces (neurarch.supervise): a model stuck in C code or
     filling the machine's memory is killed, and the command answers in one line."""
 
-    def __init__(self, args, opts, supervised: bool):
+    def __init__(self, args, opts, supervised: bool, supervisor: Any = None):
         self.args, self.opts = args, opts
-        self.supervisor: Any = None  # started for the first model the report cache does not answer
-        self.supervised = supervised and not args.debug and os.environ.get("NEURARCH_SUPERVISE", "1") != "0"
+        self.supervisor: Any = supervisor  # started early (:func:`start_supervisor`), or for the first model the report cache does not answer
+        self.supervised = _supervises(args, supervised)
         if self.supervised:
             self.time_limit_s, self.memory_limit = _limits(args, opts)
 
@@ -276,7 +297,7 @@ class _Analyzer:
         if self.supervisor is None:
             from ..supervise import Supervisor
 
-            self.supervisor = Supervisor(capture_output=False)
+            self.supervisor = Supervisor(PRELOAD, capture_output=False)
         out = self.supervisor.run(
             _analyze_in_child, (spec, self.opts), time_limit_s=self.time_limit_s, memory_limit_bytes=self.memory_limit, grace_s=min(LIMIT_GRACE_S, max(2.0, self.opts.time_limit_s / 2))
         )
@@ -297,8 +318,14 @@ class _Analyzer:
 
 def run(argv: list[str], supervised: bool = False) -> int:
     args = parser().parse_args(argv)
-    opts = options_from_args(args)  # a bad flag is answered here, before torch is imported
-    analyzer = _Analyzer(args, opts, supervised)
+    supervisor = start_supervisor(args, supervised)
+    try:
+        opts = options_from_args(args)  # a bad flag is answered here, before torch is imported (here)
+        analyzer = _Analyzer(args, opts, supervised, supervisor)  # ... and a bad limit here
+    except BaseException:
+        if supervisor is not None:
+            supervisor.close()
+        raise
     from ..render import render
 
     max_rows = None if args.max_rows == 0 else args.max_rows

@@ -11,6 +11,7 @@ the worker itself to a file it names.  ``trust_remote_code`` is always off.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import signal
@@ -168,6 +169,8 @@ def main(conn, env: dict, test_jobs: bool = False) -> None:
     os.environ.update(env)
     workdir = Path(tempfile.mkdtemp(prefix="neurarch-worker-"))
     os.chdir(workdir)  # an empty folder: a relative name never finds a file
+    from ..jobs import no_collection
+
     try:
         warm()
         conn.send(("ready", os.getpid()))
@@ -178,7 +181,11 @@ def main(conn, env: dict, test_jobs: bool = False) -> None:
                 break
             if job is None:
                 break
-            conn.send(run_job(job, workdir, test_jobs))
+            with no_collection():  # a plan's collections would walk its trace while its workers simulate
+                reply = run_job(job, workdir, test_jobs)
+            conn.send(reply)
+            del reply
+            gc.collect()  # once answered: what the plan left
     finally:
         try:
             os.rmdir(workdir)
