@@ -6,6 +6,7 @@
     python benchmarks/plan_phases.py --catalog            # the per-model table of docs/benchmarks.md
     python benchmarks/plan_phases.py --catalog --save DIR # ... keeping each run's JSON in DIR
     python benchmarks/plan_phases.py --catalog --ids gpt2,t5-small   # ... for some catalog models only
+    python benchmarks/plan_phases.py --catalog --repeat 3 # ... each model's baseline and cold plan 3 times, alternating: medians
     python benchmarks/plan_phases.py --second gpt2 t5-small  # the warm second plan: seconds, and whether it imported torch
 
 Phases (one fresh process per model, the plan's jobs run one after another,
@@ -26,6 +27,10 @@ device (``init_empty_weights``) and sums its parameters.
 json`` run with an empty cache (fresh process, wall clock, as a user runs it)
 and the same command again and a ``--plan`` with another headline card, prices and
 epochs, both on the warm cache; it prints the Markdown table and the median ratio.
+``--repeat N`` runs the baseline and the cold plan N times per model, alternating
+(baseline first, then plan first, ...; a fresh empty cache for every cold plan),
+and reports the median of each and their ratio, with every run: on a machine whose
+speed drifts, one baseline each is too noisy a denominator.
 
 ``--second`` times, per model, a cold ``--plan --format json`` (empty cache),
 then the same with another headline card, prices and epochs on that cache:
@@ -200,30 +205,47 @@ def phases(models: list[str], warm: bool = False) -> None:
         del t0
 
 
-def catalog(save: Path | None = None, ids: list[str] | None = None) -> None:
+def catalog(save: Path | None = None, ids: list[str] | None = None, repeat: int = 1) -> None:
     """The per-model table; ``save``: also write each run's JSON there (``ID.1.json`` on the empty cache,
-    ``ID.2.json`` the same command again on the warm cache), to compare with a snapshot."""
+    ``ID.2.json`` the same command again on the warm cache), to compare with a snapshot.  ``repeat``:
+    the baseline and the cold plan that many times each, alternating; the medians and their ratio."""
     from neurarch.sources.catalog import entries
 
     print(machine())
-    print(f"fresh process per run, wall clock; --plan with an empty cache, the same again on the warm cache, then on the warm cache with `{' '.join(SECOND_RUN_ARGS)}`\n")
+    print(f"fresh process per run, wall clock; --plan with an empty cache, the same again on the warm cache, then on the warm cache with `{' '.join(SECOND_RUN_ARGS)}`")
+    if repeat > 1:
+        print(f"baseline and cold --plan {repeat} times each per model, alternating; medians, every run in brackets")
+    print()
     print("| model | baseline s | --plan s | ratio | same again s | other headline card, prices, epochs s |")
     print("|---|---:|---:|---:|---:|---:|")
     ratios = []
     seconds = []
     for model_id in ids or entries():
         name = model_id.replace("/", "_")
-        base = baseline(model_id)
-        cache = tempfile.mkdtemp(prefix="neurarch-bench-")
-        first = plan_seconds(model_id, cache, save=save / f"{name}.1.json" if save else None)
+        bases: list[float] = []
+        firsts: list[float] = []
+        cache = ""
+        for r in range(repeat):
+            order = ("base", "plan") if r % 2 == 0 else ("plan", "base")
+            for what in order:
+                if what == "base":
+                    bases.append(baseline(model_id))
+                else:
+                    cache = tempfile.mkdtemp(prefix="neurarch-bench-")
+                    firsts.append(plan_seconds(model_id, cache, save=save / f"{name}.1.json" if save else None))
+        base, first = statistics.median(bases), statistics.median(firsts)
         same = plan_seconds(model_id, cache, save=save / f"{name}.2.json" if save else None)
         other = plan_seconds(model_id, cache, SECOND_RUN_ARGS)
         ratios.append(first / base)
         seconds.append(other)
-        print(f"| {model_id} | {base:.2f} | {first:.2f} | {first / base:.1f}x | {same:.2f} | {other:.2f} |", flush=True)
+        if repeat > 1:
+            runs = lambda v: " (" + ", ".join(f"{x:.2f}" for x in v) + ")"  # noqa: E731
+            print(f"| {model_id} | {base:.2f}{runs(bases)} | {first:.2f}{runs(firsts)} | {first / base:.2f}x | {same:.2f} | {other:.2f} |", flush=True)
+        else:
+            print(f"| {model_id} | {base:.2f} | {first:.2f} | {first / base:.1f}x | {same:.2f} | {other:.2f} |", flush=True)
     print(
-        f"\nmedian ratio {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x; second run (other card, prices ...) median "
-        f"{statistics.median(seconds):.2f} s, worst {max(seconds):.2f} s; load average {os.getloadavg()[0]:.2f} at the end"
+        f"\nmedian ratio {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x, {sum(r <= 3 for r in ratios)} of {len(ratios)} at 3x or under; "
+        f"second run (other card, prices ...) median {statistics.median(seconds):.2f} s, worst {max(seconds):.2f} s; load average {os.getloadavg()[0]:.2f} at the end"
     )
 
 
@@ -280,7 +302,8 @@ def main() -> None:
     elif "--catalog" in args:
         save = Path(args[args.index("--save") + 1]) if "--save" in args else None
         ids = args[args.index("--ids") + 1].split(",") if "--ids" in args else None
-        catalog(save, ids)
+        repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 1
+        catalog(save, ids, repeat)
     else:
         phases([a for a in args if not a.startswith("--")] or DEFAULT, warm="--warm" in args)
 
