@@ -155,8 +155,8 @@ def hold_collection(whole_run: bool = False) -> None:
     ``whole_run``: the process ends with this plan, so the collection stays off after the
     build too (:func:`release_collection` only freezes).  What the plan makes from then on
     (the trace's fake tensors and autograd graph, the workers' results, the report) lives
-    until the report is written anyway, and the collections that would walk it while the
-    workers simulate take CPU from them (``benchmarks/collection_time.py``)."""
+    until the report is written anyway; a collection now would only take CPU from the
+    workers (little: ``benchmarks/collection_time.py``)."""
     gc.disable()
     _HELD[0] = True
     _WHOLE_RUN[0] = whole_run
