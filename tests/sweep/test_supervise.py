@@ -17,20 +17,26 @@ from neurarch.supervise import Supervisor, run_command, run_limited, tree_rss
 MB = 1 << 20
 
 
-def _running(pattern: str) -> list[str]:
-    """Command lines of live processes that contain ``pattern`` (zombies left out)."""
-    found = []
+def _live(part: str) -> dict[int, bytes]:
+    """``{pid: /proc/PID/<part>}`` of every live process (zombies left out)."""
+    found = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            text = Path(f"/proc/{pid}/{part}").read_bytes()
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if pattern in cmd and state != "Z":
-            found.append(cmd)
+        if state != "Z":
+            found[int(pid)] = text
     return found
+
+
+def _running(pattern: str) -> list[str]:
+    """Command lines of live processes that contain ``pattern``."""
+    cmds = (raw.replace(b"\0", b" ").decode() for raw in _live("cmdline").values())
+    return [cmd for cmd in cmds if pattern in cmd]
 
 
 def _gone(pid: int, within_s: float) -> bool:
@@ -241,19 +247,8 @@ def test_a_failed_preload_not_waited_for_is_the_first_calls_error(tmp_path):
 
 
 def _with_marker(marker: str) -> list[int]:
-    """Live processes whose environment holds ``marker`` (zombies left out)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in env and state != "Z":
-            found.append(int(pid))
-    return found
+    """Live processes whose environment holds ``marker``."""
+    return [pid for pid, env in _live("environ").items() if marker.encode() in env]
 
 
 def test_the_commands_early_supervisor_is_gone_with_a_bad_option(tmp_path):
