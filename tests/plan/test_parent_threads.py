@@ -2,7 +2,7 @@
 
 Measured: torch's intra-op thread count inside :meth:`neurarch.jobs.Jobs.one_thread`
 and during a real plan's trace (read by the trace itself), and after both (the
-caller's setting back).  ``docs/benchmarks.md`` ("The parent beside its workers")
+caller's setting back).  ``docs/benchmarks.md`` ("The night round's change")
 has what it saves.
 """
 
