@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from snapshot_diff import export  # noqa: E402  (a commit's src/ exported, or WORKTREE: this checkout's)
 
 SITE = r"""
 import os, sys, time
@@ -62,13 +64,6 @@ if _T0 and _LOG:
 """
 
 POINTS = ("supervisor up", "analyze start", "analyze end", "exit")
-
-
-def export(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", rev, "src"], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into / "src"
 
 
 def once(src: Path, site: Path, model: str) -> dict[str, float]:

@@ -256,16 +256,12 @@ def _limits(args, opts) -> tuple[float, int | None]:
 PRELOAD = ("neurarch.pipeline",)
 
 
-def _supervises(args, supervised: bool) -> bool:
-    return supervised and not args.debug and os.environ.get("NEURARCH_SUPERVISE", "1") != "0"
-
-
 def start_supervisor(args, supervised: bool) -> Any:
     """The supervising process, started before the options are checked and the report cache
     asked (a few tenths of a second of imports here), so that it imports the pipeline meanwhile,
     on another core; None where the command does not supervise.  A bad option or a plan the
     report cache answers closes it unused (killed, if still importing)."""
-    if not _supervises(args, supervised):
+    if not supervised or args.debug or os.environ.get("NEURARCH_SUPERVISE", "1") == "0":
         return None
     from ..supervise import Supervisor
 
@@ -277,10 +273,10 @@ class _Analyzer:
     and resident memory the parent watches and enforces (neurarch.supervise): a model stuck in C code or
     filling the machine's memory is killed, and the command answers in one line."""
 
-    def __init__(self, args, opts, supervised: bool, supervisor: Any = None):
+    def __init__(self, args, opts, supervisor: Any = None):
         self.args, self.opts = args, opts
-        self.supervisor: Any = supervisor  # started early (:func:`start_supervisor`), or for the first model the report cache does not answer
-        self.supervised = _supervises(args, supervised)
+        self.supervisor: Any = supervisor  # started before the options were read (:func:`start_supervisor`); None: no supervision
+        self.supervised = supervisor is not None
         if self.supervised:
             self.time_limit_s, self.memory_limit = _limits(args, opts)
 
@@ -294,10 +290,6 @@ class _Analyzer:
             from ..pipeline import analyze
 
             return analyze(spec, self.opts)
-        if self.supervisor is None:
-            from ..supervise import Supervisor
-
-            self.supervisor = Supervisor(PRELOAD, capture_output=False)
         out = self.supervisor.run(
             _analyze_in_child, (spec, self.opts), time_limit_s=self.time_limit_s, memory_limit_bytes=self.memory_limit, grace_s=min(LIMIT_GRACE_S, max(2.0, self.opts.time_limit_s / 2))
         )
@@ -321,7 +313,7 @@ def run(argv: list[str], supervised: bool = False) -> int:
     supervisor = start_supervisor(args, supervised)
     try:
         opts = options_from_args(args)  # a bad flag is answered here, before torch is imported (here)
-        analyzer = _Analyzer(args, opts, supervised, supervisor)  # ... and a bad limit here
+        analyzer = _Analyzer(args, opts, supervisor)  # ... and a bad limit here
     except BaseException:
         if supervisor is not None:
             supervisor.close()

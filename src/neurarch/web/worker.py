@@ -181,7 +181,7 @@ def main(conn, env: dict, test_jobs: bool = False) -> None:
                 break
             if job is None:
                 break
-            with no_collection():  # a plan's collections would walk its trace while its workers simulate
+            with no_collection():  # none while its workers simulate (little to spare: benchmarks/collection_time.py)
                 reply = run_job(job, workdir, test_jobs)
             conn.send(reply)
             del reply
