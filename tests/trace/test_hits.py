@@ -27,7 +27,7 @@ from torch._subclasses import fake_tensor as ft
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from neurarch.build import build_from_config
-from neurarch.fake import gaps, hits
+from neurarch.fake import gaps, hits, misses
 from neurarch.fake.views import fast_fake
 from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan.memory import estimate_with_curve, with_batch
@@ -164,6 +164,7 @@ def test_every_hits_output_is_torchs(cfg, name, setup, monkeypatch):
 
 @pytest.mark.parametrize("cfg,name,setup", CASES, ids=[f"{c[1]}-{c[2].mode}" for c in CASES])
 def test_every_hit_answered_for_the_tracker_is_what_fake_tensor_mode_answers(cfg, name, setup, monkeypatch):
+    monkeypatch.setattr(misses, "COMPUTE", False)  # hits alone (misses computed here: tests/trace/test_misses.py)
     compare = _CompareCached()
     monkeypatch.setattr(gaps, "cached", compare.function())
     _simulate(cfg, name, setup)
@@ -201,7 +202,8 @@ def _ask(mode, func, args, kwargs=None, between=()):
     return next(out for f, out in asker.answers if f is func)  # the op asked (a device query may follow)
 
 
-def test_a_miss_or_a_bypass_is_left_to_fake_tensor_mode():
+def test_a_miss_or_a_bypass_is_left_to_fake_tensor_mode(monkeypatch):
+    monkeypatch.setattr(misses, "COMPUTE", False)  # a miss computed here instead: tests/trace/test_misses.py
     mode = ft.FakeTensorMode(allow_non_fake_inputs=True)  # as the simulation's
     with mode:
         x = torch.empty(3, 5)

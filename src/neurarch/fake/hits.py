@@ -21,10 +21,12 @@ more than the hit needs, and at a few thousand ops a run it adds up:
 * :func:`cached` answers an op from the cache for the simulation's live-storage
   tracker, the dispatch mode right above FakeTensorMode: the same key, entry
   and output ``FakeTensorMode._cached_dispatch_impl`` would give, without the
-  trip back through the dispatcher into FakeTensorMode's handler.  Only a hit
-  is answered there: a miss or a bypass returns :data:`MISS`, and the caller
-  runs the op as before (FakeTensorMode computes it, with itself off the mode
-  stack, so the ops a meta kernel or a decomposition runs are its own).
+  trip back through the dispatcher into FakeTensorMode's handler.  A miss of
+  an op whose meta kernel gives FakeTensorMode's answer is computed there too,
+  and stored in the cache as FakeTensorMode stores it (:mod:`neurarch.fake.misses`);
+  any other miss, or a bypass, returns :data:`MISS`, and the caller runs the op
+  as before (FakeTensorMode computes it, with itself off the mode stack, so the
+  ops a meta kernel or a decomposition runs are its own).
 
 Both are installed for a simulation's, the trace's and the cost count's
 blocks by :func:`neurarch.fake.views.fast_fake` (the first; :class:`neurarch.fake.swap.Swap`),
@@ -42,6 +44,7 @@ import logging
 import torch
 from torch._subclasses import fake_tensor as _ft
 
+from . import misses
 from .swap import Swap
 
 _FTM = _ft.FakeTensorMode
@@ -121,7 +124,8 @@ def get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
 
 def cached(mode, func, args, kwargs):
     """``func(*args, **kwargs)``'s output from ``mode``'s dispatch cache, as
-    ``FakeTensorMode.dispatch`` gives it on a hit, or :data:`MISS` (run the op).
+    ``FakeTensorMode.dispatch`` gives it on a hit (on a miss, as :func:`neurarch.fake.misses.computed`
+    computes it, where it does), or :data:`MISS` (run the op).
 
     For the handler of a dispatch mode directly above ``mode`` (the simulation's tracker,
     the tracer's value mode): there, ``func(...)`` would go to ``mode``'s handler next,
@@ -146,7 +150,10 @@ def cached(mode, func, args, kwargs):
     if state.cache_on_shape_env():
         return MISS
     entry = _FTM.cache.get(key)
-    if entry is None or isinstance(entry, _ft._DispatchCacheBypassEntry):
+    if entry is None:
+        out = misses.computed(mode, state, key, func, args, kwargs or {})
+        return MISS if out is None else out
+    if isinstance(entry, _ft._DispatchCacheBypassEntry):
         return MISS
     out = mode._output_from_cache_entry(state, entry, key, func, args)
     _FTM.cache_hits += 1
