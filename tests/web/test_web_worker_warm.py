@@ -41,6 +41,23 @@ def test_a_worker_has_imported_what_the_mode_jobs_need_before_any_plan():
     assert seen == {**{m: True for m in want}, "neurarch.web.app": False}  # a control: the worker never imports the app
 
 
+def test_a_worker_has_built_transformers_renaming_table_before_any_plan():
+    """peft reads transformers' checkpoint renaming table when it injects adapters; the table is built on
+    first use (about 0.2 s), so a worker builds it once, before the fork, for every LoRA/QLoRA child."""
+    table = "transformers.conversion_mapping:_checkpoint_conversion_mapping_cache"
+
+    async def scenario():
+        pool = Pool(1, time_limit_s=60.0, queue_size=2, test_jobs=True)
+        await pool.start()
+        try:
+            answer = await pool.submit({"kind": "test:modules", "names": [table, "json:no_such_attribute"], "timeout_s": 60})
+        finally:
+            await pool.close()
+        return json.loads(answer[1])
+
+    assert asyncio.run(scenario()) == {table: True, "json:no_such_attribute": False}  # the second: a control
+
+
 def test_lora_and_qlora_figures_equal_the_clis(web_client, tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps(LLAMA))

@@ -42,7 +42,9 @@ def warm() -> None:
     only they import (peft for LoRA and QLoRA, bitsandbytes for QLoRA, the
     cost's op count) would be imported again by every plan's children (3-4 s
     per child on 2 busy cores), so it is imported here, before any fork; and
-    transformers' modeling base, which the first build would import.  The
+    transformers' modeling base, which the first build would import; and
+    transformers' checkpoint renaming table, which peft builds on first use
+    (:func:`_conversion_table`).  The
     children run the same modules, imported earlier: the same figures
     (tests/web/test_web_worker_warm.py).  No cyclic collection while it imports;
     what it imported is then frozen out of later collections
@@ -78,7 +80,25 @@ def _import_all(importlib) -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - not installed or broken: the modes that need it report it in their section, as before
                 pass
+        _conversion_table()
     catalog.entries()
+
+
+def _conversion_table() -> None:
+    """transformers' table of checkpoint renamings (every model type's, built
+    on first use by compiling ~2,000 patterns: about 0.2 s), which peft reads
+    when it injects adapters: built here once, so the LoRA and QLoRA children
+    of every plan inherit it instead of each building it again.  The table is
+    a constant of the installed transformers (what the children read is a
+    copy of an entry); with a transformers that has no such table, nothing."""
+    try:
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    except Exception:  # noqa: BLE001 - another transformers: the children build what they need, as before
+        return
+    try:
+        get_checkpoint_conversion_mapping("llama")
+    except Exception:  # noqa: BLE001 - same: nothing to inherit, nothing changes in a plan
+        pass
 
 
 def _test_job(job: dict) -> tuple:
@@ -91,7 +111,9 @@ def _test_job(job: dict) -> tuple:
     * ``test:hog``: holds ``bytes`` of resident memory (every page written),
       then waits: the parent's memory watch must kill it;
     * ``test:modules``: which of ``names`` this worker has imported (what
-      the children it forks for a plan inherit).
+      the children it forks for a plan inherit); a name ``module:attribute``
+      asks whether that module is imported and that attribute is not None
+      (a table built before the fork).
     """
     if job["kind"] == "test:hang":
         signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
@@ -101,8 +123,15 @@ def _test_job(job: dict) -> tuple:
         time.sleep(float(job.get("hold_s", 600)))
         return ("ok", str(len(held)), 0.0, None)
     elif job["kind"] == "test:modules":
-        return ("ok", json.dumps({name: name in sys.modules for name in job["names"]}), 0.0, None)
+        return ("ok", json.dumps({name: _imported(name) for name in job["names"]}), 0.0, None)
     return ("error", 400, "bad_job", f"unknown job kind {job['kind']!r}", None, {})
+
+
+def _imported(name: str) -> bool:
+    module, _, attribute = name.partition(":")
+    if module not in sys.modules:
+        return False
+    return not attribute or getattr(sys.modules[module], attribute, None) is not None
 
 
 def run_job(job: dict, workdir: Path, test_jobs: bool = False) -> tuple:
