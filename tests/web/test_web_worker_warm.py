@@ -24,38 +24,35 @@ from tiny_configs import LLAMA  # noqa: E402
 PRE_IMPORTED = ("peft", "bitsandbytes", "bitsandbytes.functional", "transformers.modeling_utils", "neurarch.cost.estimate", "neurarch.plan.curve", "neurarch.plan.fit")
 
 
-def test_a_worker_has_imported_what_the_mode_jobs_need_before_any_plan():
-    want = [m for m in PRE_IMPORTED if importlib.util.find_spec(m.split(".")[0]) is not None]
-    assert "peft" in want and "bitsandbytes" in want  # both are dependencies of neurarch (pyproject)
+def _ask_worker(names: list[str]) -> dict:
+    """A fresh pool's worker, warm, answers which of ``names`` it holds (``test:modules``)."""
 
     async def scenario():
         pool = Pool(1, time_limit_s=60.0, queue_size=2, test_jobs=True)
         await pool.start()
         try:
-            answer = await pool.submit({"kind": "test:modules", "names": want + ["neurarch.web.app"], "timeout_s": 60})
+            answer = await pool.submit({"kind": "test:modules", "names": names, "timeout_s": 60})
         finally:
             await pool.close()
         return json.loads(answer[1])
 
-    seen = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_a_worker_has_imported_what_the_mode_jobs_need_before_any_plan():
+    want = [m for m in PRE_IMPORTED if importlib.util.find_spec(m.split(".")[0]) is not None]
+    assert "peft" in want and "bitsandbytes" in want  # both are dependencies of neurarch (pyproject)
+
+    seen = _ask_worker(want + ["neurarch.web.app"])
     assert seen == {**{m: True for m in want}, "neurarch.web.app": False}  # a control: the worker never imports the app
 
 
 def test_a_worker_has_built_transformers_renaming_table_before_any_plan():
     """peft reads transformers' checkpoint renaming table when it injects adapters; the table is built on
-    first use (about 0.2 s), so a worker builds it once, before the fork, for every LoRA/QLoRA child."""
+    first use, so a worker builds it once, before the fork, for every LoRA/QLoRA child."""
     table = "transformers.conversion_mapping:_checkpoint_conversion_mapping_cache"
 
-    async def scenario():
-        pool = Pool(1, time_limit_s=60.0, queue_size=2, test_jobs=True)
-        await pool.start()
-        try:
-            answer = await pool.submit({"kind": "test:modules", "names": [table, "json:no_such_attribute"], "timeout_s": 60})
-        finally:
-            await pool.close()
-        return json.loads(answer[1])
-
-    assert asyncio.run(scenario()) == {table: True, "json:no_such_attribute": False}  # the second: a control
+    assert _ask_worker([table, "json:no_such_attribute"]) == {table: True, "json:no_such_attribute": False}  # the second: a control
 
 
 def test_lora_and_qlora_figures_equal_the_clis(web_client, tmp_path):

@@ -86,18 +86,16 @@ def _import_all(importlib) -> None:
 
 def _conversion_table() -> None:
     """transformers' table of checkpoint renamings (every model type's, built
-    on first use by compiling ~2,000 patterns: about 0.2 s), which peft reads
-    when it injects adapters: built here once, so the LoRA and QLoRA children
-    of every plan inherit it instead of each building it again.  The table is
-    a constant of the installed transformers (what the children read is a
-    copy of an entry); with a transformers that has no such table, nothing."""
+    on first use by compiling its patterns), which peft reads when it injects
+    adapters: built here once, so the LoRA and QLoRA children of every plan
+    inherit it instead of each building it again.  The table is a constant of
+    the installed transformers (what the children read is a copy of an entry);
+    with a transformers that has no such table, nothing."""
     try:
         from transformers.conversion_mapping import get_checkpoint_conversion_mapping
-    except Exception:  # noqa: BLE001 - another transformers: the children build what they need, as before
-        return
-    try:
+
         get_checkpoint_conversion_mapping("llama")
-    except Exception:  # noqa: BLE001 - same: nothing to inherit, nothing changes in a plan
+    except Exception:  # noqa: BLE001 - another transformers: the children build what they need, as before
         pass
 
 
