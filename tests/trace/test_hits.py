@@ -27,7 +27,7 @@ from torch._subclasses import fake_tensor as ft
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from neurarch.build import build_from_config
-from neurarch.fake import gaps, hits, misses
+from neurarch.fake import custom, gaps, hits, misses
 from neurarch.fake.views import fast_fake
 from neurarch.inputs import InputOptions, plan_inputs
 from neurarch.plan.memory import estimate_with_curve, with_batch
@@ -165,6 +165,7 @@ def test_every_hits_output_is_torchs(cfg, name, setup, monkeypatch):
 @pytest.mark.parametrize("cfg,name,setup", CASES, ids=[f"{c[1]}-{c[2].mode}" for c in CASES])
 def test_every_hit_answered_for_the_tracker_is_what_fake_tensor_mode_answers(cfg, name, setup, monkeypatch):
     monkeypatch.setattr(misses, "COMPUTE", False)  # hits alone (misses computed here: tests/trace/test_misses.py)
+    monkeypatch.setattr(custom, "CACHE", False)  # ops FakeTensorMode never caches: tests/trace/test_custom_ops.py
     compare = _CompareCached()
     monkeypatch.setattr(gaps, "cached", compare.function())
     _simulate(cfg, name, setup)

@@ -24,6 +24,8 @@ more than the hit needs, and at a few thousand ops a run it adds up:
   trip back through the dispatcher into FakeTensorMode's handler.  A miss of
   an op whose meta kernel gives FakeTensorMode's answer is computed there too,
   and stored in the cache as FakeTensorMode stores it (:mod:`neurarch.fake.misses`);
+  a call of one of bitsandbytes' ops that FakeTensorMode never caches is answered
+  from neurarch's own entries for it (:mod:`neurarch.fake.custom`);
   any other miss, or a bypass, returns :data:`MISS`, and the caller runs the op
   as before (FakeTensorMode computes it, with itself off the mode stack, so the
   ops a meta kernel or a decomposition runs are its own).
@@ -44,11 +46,12 @@ import logging
 import torch
 from torch._subclasses import fake_tensor as _ft
 
-from . import misses
+from . import custom, misses
 from .swap import Swap
 
 _FTM = _ft.FakeTensorMode
 _FakeTensor = _ft.FakeTensor
+_BYPASS = _ft._DispatchCacheBypassEntry
 _TORCH_GET = _FTM._get_output_tensor_from_cache_entry
 _STRIDED = torch.strided
 _META = torch.device("meta")
@@ -150,6 +153,8 @@ def cached(mode, func, args, kwargs):
     if state.cache_on_shape_env():
         return MISS
     entry = _FTM.cache.get(key)
+    if (entry is None or type(entry) is _BYPASS) and custom.CACHE and custom.cacheable(func):
+        return custom.answered(mode, state, key, func, args, kwargs or {})  # an op FakeTensorMode never caches
     if entry is None:
         out = misses.computed(mode, state, key, func, args, kwargs or {})
         return MISS if out is None else out

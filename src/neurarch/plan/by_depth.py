@@ -322,12 +322,11 @@ def _read_off(ws: tuple[tuple[int, ...], int], runs: list[_Run]) -> _Run | None:
     last = runs[-1]
     nums, d = ws
     lives = []
-    replace = dataclasses.replace
     for group in zip(*(r.lives for r in runs)):
         n, rest = divmod(sum(w * x.nbytes for w, x in zip(nums, group)), d)
         if rest or n < 0:
             return None
-        lives.append(replace(group[-1], nbytes=n))
+        lives.append(group[-1].resized(n))
     kv = _value(ws, [r.kv for r in runs])
     if last.kv is not None and (kv is None or kv.denominator != 1 or kv < 0):
         return None

@@ -64,6 +64,10 @@ class Life:
         """This life at other events, all else the same (``dataclasses.replace``, a few times faster)."""
         return Life(self.nbytes, start, end, self.step, self.phase, self.module, self.role, self.survives_forward, self.survives_optimizer, self.weight_copy)
 
+    def resized(self, nbytes: int) -> Life:
+        """This life with other bytes, all else the same (``dataclasses.replace``, a few times faster)."""
+        return Life(nbytes, self.start, self.end, self.step, self.phase, self.module, self.role, self.survives_forward, self.survives_optimizer, self.weight_copy)
+
 
 _TO_COPY = torch.ops.aten._to_copy.default
 
