@@ -6,8 +6,8 @@ registered fake kernel through FakeTensorMode's whole path, every call.  A QLoRA
 simulation calls bitsandbytes' ops in every 4-bit layer, forward and backward
 (the 4-bit matrix product, the weight dequantized for the gradient, its
 blockwise-quantized scales dequantized first) and when it quantizes the model:
-several hundred calls a run, 0.5 to 6 ms each on a CPU where a cache hit takes
-a few tens of microseconds (``python benchmarks/custom_ops.py``).
+hundreds of calls a run, each about five times what an answer from a cache
+entry takes (``python benchmarks/custom_ops.py``).
 
 The ops in :data:`OPS` make new tensors whose shapes, strides and dtypes
 their fake kernels read off their arguments' metadata and their plain
