@@ -23,6 +23,22 @@ import platform
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class Asks(TorchDispatchMode):
+    """Right above FakeTensorMode, asking its cache first, as the simulation's tracker does
+    (also used by benchmarks/custom_ops.py)."""
+
+    def __init__(self, fake):
+        super().__init__()
+        self.fake = fake
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from neurarch.fake import hits
+
+        out = hits.cached(self.fake, func, args, kwargs)
+        return func(*args, **(kwargs or {})) if out is hits.MISS else out
 
 
 def main() -> None:
@@ -31,21 +47,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    from neurarch.fake import hits, misses
+    from neurarch.fake import misses
     from neurarch.fake.views import fast_fake
-
-    class Asks(TorchDispatchMode):
-        """Right above FakeTensorMode, asking its cache first, as the simulation's tracker does."""
-
-        def __init__(self, fake):
-            super().__init__()
-            self.fake = fake
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = hits.cached(self.fake, func, args, kwargs)
-            return func(*args, **(kwargs or {})) if out is hits.MISS else out
 
     aten = torch.ops.aten
     cases = [

@@ -25,11 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-from ..fake.tensors import device_query
+from ..fake.tensors import PlainHandlerMode, device_query
 from .price import OpRecord
 
 aten = torch.ops.aten
@@ -123,7 +122,7 @@ _WEIGHT_GRAD_OPS = {"aten.mm", "aten.addmm"}
 
 
 @dataclass
-class OpCounter(TorchDispatchMode):
+class OpCounter(PlainHandlerMode):
     """Records every op; set ``phase`` before each pass."""
 
     float_bytes: int = 4  # element size for floating tensors at the chosen precision
@@ -136,12 +135,6 @@ class OpCounter(TorchDispatchMode):
 
     def __post_init__(self):
         super().__init__()
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """The handler left as written, as the tracker's (neurarch.plan.tracker.LiveTracker): no
-        wrapper keeping torch.compile out of its frames, a few microseconds an op."""
-        return False
 
     def _bytes(self, tensors) -> int:
         seen = set()

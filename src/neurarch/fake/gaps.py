@@ -36,11 +36,11 @@ import contextlib
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
 from . import direct
 from .hits import MISS, cached
+from .tensors import PlainHandlerMode
 
 aten = torch.ops.aten
 
@@ -103,7 +103,7 @@ def unpacked_sequences():
         masking_utils.find_packed_sequence_indices = original
 
 
-class FakeGaps(TorchDispatchMode):
+class FakeGaps(PlainHandlerMode):
     """Answer the ops whose meta kernels are stricter than the real ones.
 
     ``in_optimizer`` is switched on by the training loop's observer while
@@ -118,12 +118,6 @@ class FakeGaps(TorchDispatchMode):
         # on it): a cache hit is answered without the trip through the dispatcher
         # (neurarch.fake.hits.cached, which checks the mode stack itself).
         self.fake = None
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """The handler left as written, as the tracker's (neurarch.plan.tracker.LiveTracker): no
-        wrapper keeping torch.compile out of its frames, a few microseconds an op."""
-        return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.answer(func, args, kwargs)

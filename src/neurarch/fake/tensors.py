@@ -137,7 +137,21 @@ def device_query(func, args) -> torch.device | None:
     return None
 
 
-class ValueMode(TorchDispatchMode):
+class PlainHandlerMode(TorchDispatchMode):
+    """A dispatch mode whose handler torch leaves as written.
+
+    torch wraps the ``__torch_dispatch__`` of every dispatch-mode class in
+    ``torch._disable_dynamo`` (keeping torch.compile out of its frames) unless the
+    class says not to: a few microseconds on every op the mode sees.  neurarch's
+    modes (the simulation's tracker, the trace's value mode, the fake-tensor gaps,
+    the cost count's op counter) compile nothing, so they derive from this one."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+
+class ValueMode(PlainHandlerMode):
     """Keeps real values beside small fake tensors, so data-dependent code runs.
 
     Enter it *inside* the FakeTensorMode, with its function shims: use
@@ -328,12 +342,6 @@ class ValueMode(TorchDispatchMode):
         offs = kwargs.get("offs", args[2] if len(args) > 2 else None)
         out_dtype = kwargs.get("out_dtype", args[4] if len(args) > 4 else None) or a.dtype
         return torch.empty(_grouped_mm_shape(a, b, offs), dtype=out_dtype, device=a.device)
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """The handler left as written, as the tracker's (neurarch.plan.tracker.LiveTracker): no
-        wrapper keeping torch.compile out of its frames, a few microseconds an op."""
-        return False
 
     # -- dispatch -------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):

@@ -32,10 +32,9 @@ from typing import Any
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ..fake.tensors import device_query
+from ..fake.tensors import PlainHandlerMode, device_query
 
 # Roles a storage can be given before or outside its life (the rest are decided
 # from the lifetime: see memory._category).
@@ -159,7 +158,7 @@ class _NodeNames(TorchFunctionMode):
         return out
 
 
-class LiveTracker(TorchDispatchMode):
+class LiveTracker(PlainHandlerMode):
     """Record the life of every storage an op creates.  Use as a context manager.
 
     ``register(t, role)`` declares tensors that exist before tracking starts
@@ -188,12 +187,6 @@ class LiveTracker(TorchDispatchMode):
         # nothing sits between this mode and FakeTensorMode, which is also when this one may
         # answer a fake tensor's device itself (see __torch_dispatch__).
         self.runs_ops: Any = None
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """Leave this mode's handler as written: torch wraps a dispatch mode's handler to keep
-        torch.compile out of its frames (a few microseconds an op), and a simulation compiles nothing."""
-        return False
 
     # -- the training loop's calls ---------------------------------------
     def set_phase(self, step: int, phase: str) -> None:
