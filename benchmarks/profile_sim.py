@@ -15,16 +15,23 @@ top functions by own time.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import cProfile
 import dataclasses
 import pstats
-import sys
 import time
 
 
 def main() -> None:
-    spec, mode, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("mode", choices=("lora", "qlora", "full"))
+    ap.add_argument("batch", type=int, help="a card's check batch; the profiled run is at batch + 1")
+    a = ap.parse_args()
+    if a.batch < 1:
+        ap.error("batch must be at least 1")
+    spec, mode, batch = a.model, a.mode, a.batch
     from torch._subclasses.fake_tensor import FakeTensorMode as F
 
     from neurarch.inputs.prepare import prepare
@@ -57,13 +64,14 @@ def main() -> None:
     print(f"{spec} {mode} at batch {batch + 1} (steady state): {total:.2f} s")
     print(f"FakeTensor cache: {info.hits} hits, {info.misses} misses, bypasses {dict(sorted(info.bypasses.items(), key=lambda kv: -kv[1]))}")
     print(f"cache key building: {key:.2f} s ({100 * key / total:.0f} %); the tracker's own code: {tracker:.2f} s ({100 * tracker / total:.0f} %)\n")
-    ops = _count_ops(lambda: run(batch + 2))
+    ops = count_ops(lambda: run(batch + 2))
     print(f"ops the tracker saw at batch {batch + 2}: {sum(ops.values())}, of which device queries (prim.device): {ops.get('prim.device.default', 0)}\n")
     stats.sort_stats("tottime").print_stats(15)
 
 
-def _count_ops(body) -> "collections.Counter[str]":
-    """The ops the live-storage tracker sees while ``body()`` runs, by name (another run, not profiled)."""
+def count_ops(body) -> "collections.Counter[str]":
+    """The ops the live-storage tracker sees while ``body()`` runs, by name (another run, not profiled;
+    ``fake_floor.py`` counts with it too)."""
     from neurarch.plan.tracker import LiveTracker
 
     seen: collections.Counter[str] = collections.Counter()
