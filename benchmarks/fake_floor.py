@@ -40,8 +40,12 @@ import dataclasses
 import gc
 import platform
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: profile_sim.count_ops, as custom_ops.py finds fake_misses
 
 DEFAULT_MODELS = ["microsoft/swin-tiny-patch4-window7-224", "gpt2", "bert-base-uncased"]
 
@@ -109,7 +113,7 @@ _DEVICE = "prim.device.default"
 def ops_simulated(body) -> int:
     """The ops the simulation's live-storage tracker (the mode right above FakeTensorMode)
     sees while ``body()`` runs, device queries left out."""
-    from profile_sim import count_ops  # this folder's (the script's own folder is on the path)
+    from profile_sim import count_ops  # the tracker's op counter, shared with profile_sim.py
 
     return sum(n for op, n in count_ops(body).items() if op != _DEVICE)
 
