@@ -20,6 +20,7 @@ from .plan.fit import ModeResult
 from .report import InputInfo, InputTensor, ModelInfo, PassResult, Report
 from .trace import trace
 from .trace.counts import build_params
+from .trace.cut import Repeats
 from .trace.structure import build_structure
 from .warm import LaterBatchError  # noqa: F401  (re-exported)
 
@@ -94,6 +95,21 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
     return Jobs({n: jobs[n] for n in order}, start=start, init=_worker_init)
 
 
+CUT_TRACE_UNITS = 8  # below this, two cut traces (5 repeats, the rest twice) save too little
+
+
+def _repeats(model) -> Repeats | None:
+    """The layer list the trace may cut (:mod:`neurarch.trace.cut`): the planner's stack
+    (:func:`neurarch.plan.depth.stack_of`) when it is the model's only one, all of it
+    repeats (no special head or tail layers), at least ``CUT_TRACE_UNITS`` of them."""
+    from .plan.depth import stack_of, stacks_of
+
+    stack = stack_of(model)
+    if stack is None or stack.head or stack.rest or stack.units < CUT_TRACE_UNITS or len(stacks_of(model)) != 1:
+        return None
+    return Repeats(stack.path, stack.period, stack.units)
+
+
 def _worker_init() -> None:
     """A worker process only simulates (on fake tensors) and ends with the plan.
 
@@ -141,7 +157,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             if want_jobs and plan.settled:
                 jobs = _start_jobs(trained, plan, opts, cards, source.default_input_shape)  # forked now, they run while the model is traced
             with jobs.one_thread() if jobs is not None else contextlib.nullcontext():
-                result = trace(built.model, plan, backward=opts.backward)
+                result = trace(built.model, plan, backward=opts.backward, repeats=_repeats(built.model))
             params = build_params(built.model, source.checkpoint, built.config)
             structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
             cost = memory = None

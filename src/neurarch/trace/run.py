@@ -12,6 +12,7 @@ from torch import nn
 from ..fake.tensors import ValueMode, new_mode, quiet_fake_logs, to_fake
 from ..fake.views import fast_fake
 from ..inputs import InputPlan
+from .cut import Repeats, cut_to, extend
 from .loss import loss_of
 from .recorder import FunctionalOps, Recorder, first_tensor
 
@@ -78,9 +79,58 @@ def _backward(out, values) -> PassOutcome:
         return PassOutcome(False, _describe(e), None, time.perf_counter() - t1)
 
 
+def _unused(model: nn.Module) -> list[str]:
+    """The parameters that got no gradient (each once, in the model's order); every gradient cleared."""
+    out = []
+    seen: set[int] = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        if p.requires_grad and p.grad is None:
+            out.append(name)
+        p.grad = None
+    return out
+
+
+def _by_cut(model: nn.Module, plan: InputPlan, mode, values: ValueMode, rep: Repeats) -> TraceResult | None:
+    """The trace of ``model`` from two traces of it cut to 2 and 3 repeats of ``rep``
+    (:mod:`.cut`), or None where they do not show the full depth's (trace it whole).
+    The cut runs have their own value mode: a model that guesses values is traced whole,
+    and the whole trace's guesses are then its own."""
+    runs = []
+    for units in (2, 3):
+        own = ValueMode(mode)
+        with cut_to(model, rep, units):
+            rec, out, fwd = _forward(model, plan, mode, own, True, time.perf_counter())
+            if not fwd.ok:
+                _unused(model)
+                return None
+            t = first_tensor(out)
+            shape = tuple(int(d) for d in t.shape) if t is not None else None
+            bwd = _backward(out, own)
+            del out
+            unused = _unused(model)
+        if not bwd.ok or own.guessed:
+            return None
+        runs.append((rec, fwd, bwd, unused, shape))
+    (rec2, fwd2, bwd2, unused2, shape2), (rec3, fwd3, bwd3, unused3, shape3) = runs
+    full = extend(model, rep, rec2.events, rec3.events, unused2, unused3) if shape2 == shape3 else None
+    if full is None:
+        return None
+    rec3.events = full[0]
+    forward = PassOutcome(True, seconds=fwd2.seconds + fwd3.seconds)
+    back = PassOutcome(True, seconds=bwd2.seconds + bwd3.seconds)
+    return TraceResult(rec3, forward, back, unused_parameters=full[1], output_shape=shape3, values=values, guessed_values=values.guessed)
+
+
 @fast_fake()
-def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceResult:
+def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True, repeats: Repeats | None = None) -> TraceResult:
     """Trace forward (and backward) on fake tensors, in the model's mode (eval, as built).
+
+    ``repeats``: a layer list of identical repeats (``neurarch.plan.depth`` finds it):
+    traced cut to 2 and 3 of them, the full depth's layer table read off those two
+    traces where they show it exactly (:mod:`.cut`), else traced whole.
 
     A model whose backward pass refuses to run outside training mode (Reformer's reversible
     layers: "use model.train()") is traced again in training mode, and ``plan.how`` says so.
@@ -96,6 +146,11 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
     with warnings.catch_warnings(), values.running():
         warnings.simplefilter("ignore")
         plan.resolve(model, values)  # before the hooks: its probe is not part of the trace
+    # A layout the cut model runs the whole model runs too (the same layers): the alternatives wait for a failure.
+    if repeats is not None and repeats.units > 3 and backward:
+        done = _by_cut(model, plan, mode, values, repeats)
+        if done is not None:
+            return done
     rec, out, fwd = _forward(model, plan, mode, values, backward, t0)
     # The planner may offer another layout for some inputs (audio bins/frames first):
     # try it when the first choice fails, keep the first error if it fails too.
@@ -129,12 +184,5 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True) -> TraceR
             plan.how.append("traced in training mode (its backward pass refuses eval mode)")
     if not result.backward.ok:
         return result
-    seen: set[int] = set()
-    for name, p in model.named_parameters():
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
-        if p.requires_grad and p.grad is None:
-            result.unused_parameters.append(name)
-        p.grad = None
+    result.unused_parameters = _unused(model)
     return result
