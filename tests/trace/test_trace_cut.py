@@ -9,6 +9,8 @@ show exactly is traced whole.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 from torch import nn
@@ -131,3 +133,30 @@ def test_a_layout_that_fails_cut_falls_back_to_the_whole_trace_and_its_alternati
     assert late[0] == 1  # traced whole, once: on the alternative
     assert got == whole and whole[2] and whole[3]  # both passes ran, on the alternative
     assert p2.how == p.how == ["four features"]
+
+
+
+class _SlowBlock(_Block):
+    calls = 0
+
+    def forward(self, x):
+        _SlowBlock.calls += 1
+        if _SlowBlock.calls == 1:
+            time.sleep(60)  # the time limit fires in here, in the first cut trace's first block
+        return super().forward(x)
+
+
+def test_a_time_limit_that_fires_in_a_cut_trace_ends_the_trace_at_once():
+    from neurarch.errors import TraceTimeout
+    from neurarch.jobs import time_limit
+
+    model, plan = _net()
+    model.layers = nn.ModuleList(_SlowBlock() for _ in range(9)).to("meta")
+    _SlowBlock.calls = 0
+    with pytest.raises(TraceTimeout, match="took longer than 2 s"):
+        with time_limit(2, "the trace"):
+            trace(model, plan, repeats=Repeats("layers", 1, 9))
+    # Only the first block had run.  Caught as a failed cut pass, the limit would have let the
+    # whole model be traced after it (10 more calls) before its error.
+    assert _SlowBlock.calls == 1
+    assert len(model.layers) == 9  # the list is whole again

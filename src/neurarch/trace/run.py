@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..errors import TraceTimeout
 from ..fake.tensors import ValueMode, new_mode, quiet_fake_logs, to_fake
 from ..fake.views import fast_fake
 from ..inputs import InputPlan
@@ -58,6 +59,8 @@ def _forward(model: nn.Module, plan: InputPlan, mode, values, backward: bool, t0
             with torch.set_grad_enabled(backward):
                 out = model(**inputs)
         fwd = PassOutcome(True, seconds=time.perf_counter() - t0)
+    except TraceTimeout:  # the time limit ends the whole trace, not this pass: no fallback runs after it
+        raise
     except Exception as e:  # a model that fails its forward pass is a result, not a crash
         fwd = PassOutcome(False, _describe(e), rec.failed_in, time.perf_counter() - t0)
     finally:
@@ -75,6 +78,8 @@ def _backward(out, values) -> PassOutcome:
             warnings.simplefilter("ignore")
             loss.backward()
         return PassOutcome(True, seconds=time.perf_counter() - t1)
+    except TraceTimeout:
+        raise
     except Exception as e:
         return PassOutcome(False, _describe(e), None, time.perf_counter() - t1)
 
