@@ -297,6 +297,9 @@ def second(models: list[str], check: bool = True) -> None:
 
 def main() -> None:
     args = sys.argv[1:]
+    if "-h" in args or "--help" in args:
+        print(__doc__)
+        return
     if "--second" in args:
         second([a for a in args if not a.startswith("--")] or DEFAULT, check="--no-check" not in args)
     elif "--catalog" in args:

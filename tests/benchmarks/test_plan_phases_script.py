@@ -36,3 +36,13 @@ def test_the_wrapped_names_are_the_ones_the_plan_calls():
 
     assert "build(source)" in Path(prep.__file__).read_text()
     assert "plan_inputs(" in Path(prep.__file__).read_text()
+
+
+def test_help_prints_the_usage_and_runs_nothing():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_phases.py"
+    proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "--catalog --repeat 3" in proc.stdout
+    assert "###" not in proc.stdout and "machine:" not in proc.stdout  # no model was timed
