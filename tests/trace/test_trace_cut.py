@@ -135,7 +135,6 @@ def test_a_layout_that_fails_cut_falls_back_to_the_whole_trace_and_its_alternati
     assert p2.how == p.how == ["four features"]
 
 
-
 class _SlowBlock(_Block):
     calls = 0
 
