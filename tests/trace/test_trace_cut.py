@@ -156,6 +156,6 @@ def test_a_time_limit_that_fires_in_a_cut_trace_ends_the_trace_at_once():
         with time_limit(2, "the trace"):
             trace(model, plan, repeats=Repeats("layers", 1, 9))
     # Only the first block had run.  Caught as a failed cut pass, the limit would have let the
-    # whole model be traced after it (10 more calls) before its error.
+    # whole model be traced after it before its error (10 calls in all).
     assert _SlowBlock.calls == 1
     assert len(model.layers) == 9  # the list is whole again
