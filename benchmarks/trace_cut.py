@@ -56,19 +56,19 @@ def _run(spec: str, cutting: bool, counter: list[int]):
     p = prepare(spec, opts, recipe=False)
     model = p.built.model
     rep = _repeats(model)
-    late = None
-    if rep is not None:  # the last layer's calls: none when the cut traces showed the full depth
-        layers = model.get_submodule(rep.path)
-        late = layers[len(layers) - 1].register_forward_pre_hook(lambda *_: counter.__setitem__(0, counter[0] + 1))
+    late = []
+    for one in rep:  # each list's last layer's calls: none when the cut traces showed the full depth
+        layers = model.get_submodule(one.path)
+        late.append(layers[len(layers) - 1].register_forward_pre_hook(lambda *_: counter.__setitem__(0, counter[0] + 1)))
     counter[0] = 0
     t = time.perf_counter()
     r = trace(model, p.plan, repeats=rep if cutting else None)
     seconds = time.perf_counter() - t
-    if late is not None:
-        late.remove()
+    for hook in late:
+        hook.remove()
     s = build_structure(model, r.recorder.events, None, r.unused_parameters)
     data = (s.model_dump(), r.output_shape, r.forward.ok, r.backward.ok if r.backward else None, r.forward.error, r.backward.error if r.backward else None)
-    used = rep is not None and cutting and counter[0] == 0
+    used = bool(rep) and cutting and counter[0] == 0
     return seconds, data, rep, used
 
 
@@ -114,7 +114,7 @@ def main() -> None:
             continue
         if not same:
             differ.append(spec)
-        offered = f"`{rep.path}`, {rep.units} repeats of {rep.period}" if rep is not None else "none"
+        offered = " and ".join(f"`{one.path}`, {one.units} repeats of {one.period}" for one in rep or ()) or "none"
 
         def cell(xs: list[float]) -> str:
             return f"{statistics.median(xs):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"

@@ -98,16 +98,18 @@ def _start_jobs(built, plan, opts: Options, cards, default_shape) -> Jobs:
 CUT_TRACE_UNITS = 8  # below this, two cut traces (5 repeats, the rest twice) save too little
 
 
-def _repeats(model) -> Repeats | None:
-    """The layer list the trace may cut (:mod:`neurarch.trace.cut`): the planner's stack
-    (:func:`neurarch.plan.depth.stack_of`) when it is the model's only one, all of it
-    repeats (no special head or tail layers), at least ``CUT_TRACE_UNITS`` of them."""
-    from .plan.depth import stack_of, stacks_of
+def _repeats(model) -> tuple[Repeats, ...]:
+    """The layer lists the trace may cut together (:mod:`neurarch.trace.cut`): the planner's
+    stacks (:func:`neurarch.plan.depth.stacks_of`: its largest repeated list, and any other
+    that repeats as many times, an encoder beside its decoder), when each is all repeats
+    (no special head or tail layers) and there are at least ``CUT_TRACE_UNITS`` of them;
+    else none."""
+    from .plan.depth import stacks_of
 
-    stack = stack_of(model)
-    if stack is None or stack.head or stack.rest or stack.units < CUT_TRACE_UNITS or len(stacks_of(model)) != 1:
-        return None
-    return Repeats(stack.path, stack.period, stack.units)
+    stacks = stacks_of(model)
+    if not stacks or any(s.head or s.rest for s in stacks) or stacks[0].units < CUT_TRACE_UNITS:
+        return ()
+    return tuple(Repeats(s.path, s.period, s.units) for s in stacks)
 
 
 def _worker_init() -> None:
@@ -157,7 +159,7 @@ def analyze(spec: str, options: Options | None = None) -> Report:
             if want_jobs and plan.settled:
                 jobs = _start_jobs(trained, plan, opts, cards, source.default_input_shape)  # forked now, they run while the model is traced
             with jobs.one_thread() if jobs is not None else contextlib.nullcontext():
-                result = trace(built.model, plan, backward=opts.backward, repeats=_repeats(built.model))
+                result = trace(built.model, plan, backward=opts.backward, repeats=_repeats(built.model) or None)
             params = build_params(built.model, source.checkpoint, built.config)
             structure = build_structure(built.model, result.recorder.events, opts.depth, result.unused_parameters)
             cost = memory = None

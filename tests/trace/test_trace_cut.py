@@ -21,7 +21,7 @@ from neurarch.pipeline import CUT_TRACE_UNITS, _repeats
 from neurarch.trace import trace
 from neurarch.trace.cut import Repeats
 from neurarch.trace.structure import build_structure
-from tiny_configs import LLAMA
+from tiny_configs import LLAMA, clip
 
 
 def _table(model: nn.Module, plan: InputPlan, repeats: Repeats | None) -> tuple:
@@ -57,8 +57,62 @@ def test_a_deep_llama_from_two_cut_traces_is_its_whole_trace():
 
 
 def test_the_pipeline_offers_the_cut_only_for_deep_plain_stacks():
-    assert _repeats(_llama(CUT_TRACE_UNITS)[0].model) == Repeats("model.layers", 1, CUT_TRACE_UNITS)
-    assert _repeats(_llama(CUT_TRACE_UNITS - 1)[0].model) is None  # too shallow to gain
+    assert _repeats(_llama(CUT_TRACE_UNITS)[0].model) == (Repeats("model.layers", 1, CUT_TRACE_UNITS),)
+    assert _repeats(_llama(CUT_TRACE_UNITS - 1)[0].model) == ()  # too shallow to gain
+
+
+BART = dict(
+    model_type="bart",
+    architectures=["BartForConditionalGeneration"],
+    d_model=32,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    encoder_layers=9,
+    decoder_layers=9,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    vocab_size=1000,
+    max_position_embeddings=64,
+)
+
+
+def _two_stacks(cfg: dict) -> tuple[BuiltModel, InputPlan]:
+    built = build_from_config(dict(cfg), "test")
+    return built, plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=16))
+
+
+@pytest.mark.parametrize(
+    "cfg,lists",
+    [
+        (BART, ("model.decoder.layers", "model.encoder.layers")),  # a decoder reading its encoder's output
+        (clip(9), ("vision_model.encoder.layers", "text_model.encoder.layers")),  # two towers side by side
+    ],
+)
+def test_two_layer_lists_that_repeat_as_often_are_cut_together_and_give_the_whole_trace(cfg, lists):
+    built, plan = _two_stacks(cfg)
+    whole = _table(built.model, plan, None)
+    built2, plan2 = _two_stacks(cfg)
+    reps = _repeats(built2.model)
+    assert tuple(r.path for r in reps) == lists and all(r.units == 9 for r in reps)
+    late = [_calls(built2.model.get_submodule(path)[k]) for path in lists for k in (3, 8)]
+    cut = _table(built2.model, plan2, reps)
+    assert [n[0] for n in late] == [0, 0, 0, 0]  # neither list's later layers ran
+    assert cut == whole
+    rows = whole[0]["nodes"]
+    for path in lists:  # every layer of both lists has its own rows, in order
+        layers = [int(n["name"][len(path) + 1 :].split(".")[0]) for n in rows if n["name"].startswith(path + ".")]
+        assert list(dict.fromkeys(layers)) == list(range(9))
+
+
+def test_lists_that_repeat_a_different_number_of_times_are_not_cut_together():
+    built, plan = _two_stacks(dict(BART, encoder_layers=8))
+    assert _repeats(built.model) == (Repeats("model.decoder.layers", 1, 9),)  # the decoder's alone, as the planner's stack
+    whole = _table(built.model, plan, None)
+    built2, plan2 = _two_stacks(dict(BART, encoder_layers=8))
+    late_encoder = _calls(built2.model.model.encoder.layers[7])
+    late_decoder = _calls(built2.model.model.decoder.layers[8])
+    assert _table(built2.model, plan2, _repeats(built2.model)) == whole
+    assert late_decoder[0] == 0 and late_encoder[0] == 2  # the encoder ran whole in both cut traces
 
 
 class _Block(nn.Module):

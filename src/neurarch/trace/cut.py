@@ -6,15 +6,17 @@ Here the model is traced with its repeated layer list cut to 2 and to 3
 repeats (the real module with a shorter list, as the planner's simulations cut
 it: :mod:`neurarch.plan.depth`), and the full depth's events are the 3-repeat
 trace's with the third repeat's records copied for every later repeat, each
-naming its own layer.  That is used only where it is shown to hold:
+naming its own layer.  A model with several such lists that repeat as many
+times (an encoder and its decoder, CLIP's two towers) has them all cut together,
+each read off the same way.  That is used only where it is shown to hold:
 
 * the 3-repeat trace's events are the 2-repeat trace's, in the same order,
   with the same names, types, output shapes and call counts, plus one block of
-  consecutive events, all inside the third repeat's layers;
-* that block is the second repeat's events, index for index (names shifted by
-  one repeat, the same types, output shapes and call counts);
+  consecutive events for each list, all inside that list's third repeat;
+* each block is its list's second repeat's events, index for index (names
+  shifted by one repeat, the same types, output shapes and call counts);
 * the parameters that got no gradient repeat the same way;
-* nothing outside the layer list counts calls per layer (a module shared by
+* nothing outside the layer lists counts calls per layer (a module shared by
   the layers, called from each, fails the first check: its call count differs);
 * no value was guessed (a model that routes on values, MoE, is traced whole).
 
@@ -44,17 +46,28 @@ class Repeats:
     units: int
 
 
+def as_tuple(reps: "Repeats | tuple[Repeats, ...] | None") -> tuple[Repeats, ...]:
+    """One layer list, several, or none, as a tuple."""
+    if reps is None:
+        return ()
+    return reps if isinstance(reps, tuple) else (reps,)
+
+
 @contextlib.contextmanager
-def cut_to(model: nn.Module, rep: Repeats, units: int):
-    """``model`` with its layer list cut to the first ``units`` repeats, in place, for the block."""
-    parent_path, _, attr = rep.path.rpartition(".")
-    parent = model.get_submodule(parent_path) if parent_path else model
-    full = getattr(parent, attr)
-    setattr(parent, attr, nn.ModuleList(list(full)[: units * rep.period]))
+def cut_to(model: nn.Module, reps: "Repeats | tuple[Repeats, ...]", units: int):
+    """``model`` with its layer list (each of its lists) cut to the first ``units`` repeats, in place, for the block."""
+    saved = []
     try:
+        for rep in as_tuple(reps):
+            parent_path, _, attr = rep.path.rpartition(".")
+            parent = model.get_submodule(parent_path) if parent_path else model
+            full = getattr(parent, attr)
+            saved.append((parent, attr, full))
+            setattr(parent, attr, nn.ModuleList(list(full)[: units * rep.period]))
         yield model
     finally:
-        setattr(parent, attr, full)
+        for parent, attr, full in reversed(saved):
+            setattr(parent, attr, full)
 
 
 def _index(rep: Repeats, name: str) -> tuple[int, str] | None:
@@ -82,32 +95,48 @@ def _in_repeat(rep: Repeats, name: str, r: int) -> bool:
     return ix is not None and r * rep.period <= ix[0] < (r + 1) * rep.period
 
 
-def extend(model: nn.Module, rep: Repeats, two: list[Event], three: list[Event], unused2: list[str], unused3: list[str]) -> tuple[list[Event], list[str]] | None:
+def extend(model: nn.Module, reps: "Repeats | tuple[Repeats, ...]", two: list[Event], three: list[Event], unused2: list[str], unused3: list[str]) -> tuple[list[Event], list[str]] | None:
     """The full depth's events and unused parameters from the 2- and 3-repeat traces'
     (see the module's docstring), or None where they do not show it holds."""
-    block = [i for i, e in enumerate(three) if _in_repeat(rep, e.name, 2)]
-    if not block or block != list(range(block[0], block[-1] + 1)):
-        return None
-    lo, hi = block[0], block[-1] + 1
-    rest = three[:lo] + three[hi:]
+    reps = as_tuple(reps)
+    spans = []  # each list's block in the 3-repeat trace: (lo, hi)
+    for rep in reps:
+        block = [i for i, e in enumerate(three) if _in_repeat(rep, e.name, 2)]
+        if not block or block != list(range(block[0], block[-1] + 1)):
+            return None
+        spans.append((block[0], block[-1] + 1))
+    inside = {i for lo, hi in spans for i in range(lo, hi)}
+    rest = [e for i, e in enumerate(three) if i not in inside]
     if len(rest) != len(two) or not all(_same(a, b) and a.module is b.module for a, b in zip(rest, two)):
         return None
-    second = [e for e in three if _in_repeat(rep, e.name, 1)]
-    added = three[lo:hi]
-    if len(second) != len(added) or not all(_same(a, b, names=False) and _shifted(rep, a.name, 1) == b.name for a, b in zip(second, added)):
+    for rep, (lo, hi) in zip(reps, spans):
+        second = [e for e in three if _in_repeat(rep, e.name, 1)]
+        added = three[lo:hi]
+        if len(second) != len(added) or not all(_same(a, b, names=False) and _shifted(rep, a.name, 1) == b.name for a, b in zip(second, added)):
+            return None
+    # Parameters without a gradient: the 2-repeat run's, plus each list's third repeat's, which are its second's shifted.
+    in_third = lambda n: any(_in_repeat(rep, n, 2) for rep in reps)  # noqa: E731
+    if [n for n in unused3 if not in_third(n)] != unused2:
         return None
-    # Parameters without a gradient: the 2-repeat run's, plus the third repeat's, which are the second's shifted.
-    in2 = [n for n in unused3 if _in_repeat(rep, n, 2)]
-    if [n for n in unused3 if not _in_repeat(rep, n, 2)] != unused2 or [_shifted(rep, n, 1) for n in unused2 if _in_repeat(rep, n, 1)] != in2:
-        return None
-    later = []
-    for r in range(3, rep.units):
-        for e in added:
-            name = _shifted(rep, e.name, r - 2)
-            module = model.get_submodule(name) if e.kind == "module" else None
-            later.append(Event(e.kind, name, module=module, op=e.op, caller_depth=e.caller_depth, output_shape=e.output_shape, calls=e.calls, done=e.done))
-    events = three[:hi] + later + three[hi:]
-    wanted = set(unused3) | {_shifted(rep, n, r - 2) for n in in2 for r in range(3, rep.units)}
+    wanted = set(unused3)
+    for rep in reps:
+        in2 = [n for n in unused3 if _in_repeat(rep, n, 2)]
+        if [_shifted(rep, n, 1) for n in unused2 if _in_repeat(rep, n, 1)] != in2:
+            return None
+        wanted |= {_shifted(rep, n, r - 2) for n in in2 for r in range(3, rep.units)}
+    # Each list's later repeats go right after its third repeat's block.
+    after = {hi: (rep, three[lo:hi]) for rep, (lo, hi) in zip(reps, spans)}
+    events: list[Event] = []
+    for i in range(len(three) + 1):
+        if i in after:
+            rep, added = after[i]
+            for r in range(3, rep.units):
+                for e in added:
+                    name = _shifted(rep, e.name, r - 2)
+                    module = model.get_submodule(name) if e.kind == "module" else None
+                    events.append(Event(e.kind, name, module=module, op=e.op, caller_depth=e.caller_depth, output_shape=e.output_shape, calls=e.calls, done=e.done))
+        if i < len(three):
+            events.append(three[i])
     unused = [n for n, _ in model.named_parameters() if n in wanted]  # in the model's order, as a whole trace lists them
     if len(unused) != len(wanted):
         return None

@@ -13,7 +13,7 @@ from ..errors import TraceTimeout
 from ..fake.tensors import ValueMode, new_mode, quiet_fake_logs, to_fake
 from ..fake.views import fast_fake
 from ..inputs import InputPlan
-from .cut import Repeats, cut_to, extend
+from .cut import Repeats, as_tuple, cut_to, extend
 from .loss import loss_of
 from .recorder import FunctionalOps, Recorder, first_tensor
 
@@ -98,9 +98,9 @@ def _unused(model: nn.Module) -> list[str]:
     return out
 
 
-def _by_cut(model: nn.Module, plan: InputPlan, mode, values: ValueMode, rep: Repeats) -> TraceResult | None:
-    """The trace of ``model`` from two traces of it cut to 2 and 3 repeats of ``rep``
-    (:mod:`.cut`), or None where they do not show the full depth's (trace it whole).
+def _by_cut(model: nn.Module, plan: InputPlan, mode, values: ValueMode, rep: tuple[Repeats, ...]) -> TraceResult | None:
+    """The trace of ``model`` from two traces of it cut to 2 and 3 repeats of its layer
+    lists ``rep`` (:mod:`.cut`), or None where they do not show the full depth's (trace it whole).
     The cut runs have their own value mode: a model that guesses values is traced whole,
     and the whole trace's guesses are then its own."""
     runs = []
@@ -130,11 +130,11 @@ def _by_cut(model: nn.Module, plan: InputPlan, mode, values: ValueMode, rep: Rep
 
 
 @fast_fake()
-def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True, repeats: Repeats | None = None) -> TraceResult:
+def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True, repeats: Repeats | tuple[Repeats, ...] | None = None) -> TraceResult:
     """Trace forward (and backward) on fake tensors, in the model's mode (eval, as built).
 
-    ``repeats``: a layer list of identical repeats (``neurarch.plan.depth`` finds it):
-    traced cut to 2 and 3 of them, the full depth's layer table read off those two
+    ``repeats``: a layer list of identical repeats, or several that repeat as many times
+    (``neurarch.plan.depth`` finds them): traced cut to 2 and 3 of them, the full depth's layer table read off those two
     traces where they show it exactly (:mod:`.cut`), else traced whole.
 
     A model whose backward pass refuses to run outside training mode (Reformer's reversible
@@ -152,8 +152,9 @@ def trace(model: nn.Module, plan: InputPlan, *, backward: bool = True, repeats: 
         warnings.simplefilter("ignore")
         plan.resolve(model, values)  # before the hooks: its probe is not part of the trace
     # A layout the cut model runs the whole model runs too (the same layers): the alternatives wait for a failure.
-    if repeats is not None and repeats.units > 3 and backward:
-        done = _by_cut(model, plan, mode, values, repeats)
+    reps = as_tuple(repeats)
+    if reps and all(r.units > 3 for r in reps) and len({r.units for r in reps}) == 1 and backward:
+        done = _by_cut(model, plan, mode, values, reps)
         if done is not None:
             return done
     rec, out, fwd = _forward(model, plan, mode, values, backward, t0)
