@@ -16,6 +16,7 @@ memory``) and B + 1 must not.  Prints a Markdown table per model.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import platform
 import sys
@@ -83,17 +84,14 @@ def forget(model) -> None:
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    modes = ["full", "lora", "qlora", "inference"]
-    if "--modes" in args:
-        i = args.index("--modes")
-        modes = args[i + 1].split(",")
-        del args[i : i + 2]
-    batch = 1
-    if "--batch" in args:
-        i = args.index("--batch")
-        batch = int(args[i + 1])
-        del args[i : i + 2]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="+", help="model ids, config.json files or model folders")
+    ap.add_argument("--modes", default="full,lora,qlora,inference", help="comma-separated modes (default: all four)")
+    ap.add_argument("--batch", type=int, default=1, help="the input batch (default 1)")
+    a = ap.parse_args()
+    if a.batch < 1:
+        ap.error("--batch must be at least 1")
+    args, modes, batch = a.models, a.modes.split(","), a.batch
     import torch
     import transformers
 

@@ -13,6 +13,7 @@ compiler (``torch._inductor.compile_fx``) was imported by then.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -34,6 +35,7 @@ ROWS = [("a process that may run kernels for real (the CLI's parent, a library c
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; python {platform.python_version()}")
     print("best of 3 fresh processes\n")
     print("| process | import bitsandbytes s | torch's compiler imported |")

@@ -19,6 +19,7 @@ test: the seconds depend on the machine.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -83,7 +84,9 @@ def run(model: str, how: str) -> list[dict]:
 
 
 def main() -> None:
-    models = sys.argv[1:] or ["meta-llama/Llama-3.2-1B-Instruct"]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="*", default=["meta-llama/Llama-3.2-1B-Instruct"], help="model ids (default: Llama-3.2-1B-Instruct)")
+    models = ap.parse_args().models
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; python {platform.python_version()}\n")
     print("| model | collection | wall s | jobs start s | process | collections (full) | seconds in them (full) |")
     print("|---|---|---:|---:|---|---:|---:|")

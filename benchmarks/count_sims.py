@@ -16,6 +16,7 @@ the total.  Counts, not seconds: the same on any machine.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import os
 import sys
@@ -23,6 +24,10 @@ import tempfile
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="Any other option goes to neurarch-trace as it is (--batch 4, --seq-len 512, ...).")
+    ap.add_argument("model", help="a model id, config.json or model folder")
+    a, rest = ap.parse_known_args()
+    argv = [a.model, *rest]
     os.environ["NEURARCH_SUPERVISE"] = "0"
     os.environ["NEURARCH_NO_CACHE"] = "1"
     os.environ.setdefault("NEURARCH_CACHE_DIR", tempfile.mkdtemp(prefix="neurarch-count-"))
@@ -46,7 +51,7 @@ def main() -> None:
     with open(os.devnull, "w") as null:
         out, sys.stdout = sys.stdout, null
         try:
-            cli([*sys.argv[1:2], "--plan", "--format", "json", *sys.argv[2:]])
+            cli([a.model, "--plan", "--format", "json", *rest])
         except SystemExit:
             pass
         finally:
@@ -57,7 +62,7 @@ def main() -> None:
     per: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for mode, batch in calls:
         per[mode][int(batch)] += 1
-    print(f"{' '.join(sys.argv[1:])}: {len(calls)} simulator runs")
+    print(f"{' '.join(argv)}: {len(calls)} simulator runs")
     for mode, batches in per.items():
         print(f"  {mode}: {sum(batches.values())} ({', '.join(f'batch {b} x{n}' for b, n in batches.items())})")
 

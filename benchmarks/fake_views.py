@@ -15,6 +15,7 @@ Not a test: the figures depend on the machine.
 
 from __future__ import annotations
 
+import argparse
 import platform
 import time
 
@@ -42,6 +43,7 @@ def _call(fn, mode, t, shape):
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     print(f"machine: {platform.machine()}, torch {torch.__version__}")
     for name, cases in _cases(FakeTensorMode()).items():
         seconds = {}

@@ -9,6 +9,7 @@ table also says whether torch or transformers was imported (read from
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import subprocess
@@ -40,6 +41,7 @@ def best(argv: list[str], rc: int, repeats: int = 3) -> tuple[float, bool]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; python {platform.python_version()}; {time.strftime('%Y-%m-%d')}; best of 3 fresh processes\n")
     print("| command | exit code | seconds | imports torch or transformers |")
     print("|---|---:|---:|---|")

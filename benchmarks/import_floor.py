@@ -14,6 +14,7 @@ forked after the build, so the peft import is paid in each LoRA/QLoRA worker.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -45,6 +46,7 @@ print(json.dumps(out))
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     codes = [c for _, c in STEPS]
     best = None
     for _ in range(3):

@@ -42,6 +42,7 @@ directory (an independent cold run; ``--no-check`` skips it).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -296,19 +297,31 @@ def second(models: list[str], check: bool = True) -> None:
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    if "-h" in args or "--help" in args:
-        print(__doc__)
-        return
-    if "--second" in args:
-        second([a for a in args if not a.startswith("--")] or DEFAULT, check="--no-check" not in args)
-    elif "--catalog" in args:
-        save = Path(args[args.index("--save") + 1]) if "--save" in args else None
-        ids = args[args.index("--ids") + 1].split(",") if "--ids" in args else None
-        repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 1
-        catalog(save, ids, repeat)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", help="model ids (default: the four default models); not with --catalog")
+    how = ap.add_mutually_exclusive_group()
+    how.add_argument("--warm", action="store_true", help="a second run's phases, on the warm cache")
+    how.add_argument("--catalog", action="store_true", help="the per-model table of docs/benchmarks.md")
+    how.add_argument("--second", action="store_true", help="the warm second plan: seconds, and whether it imported torch")
+    ap.add_argument("--save", type=Path, help="--catalog: keep each run's JSON in this folder")
+    ap.add_argument("--ids", help="--catalog: comma-separated catalog models only")
+    ap.add_argument("--repeat", type=int, default=1, help="--catalog: runs of each model's baseline and cold plan, alternating (default 1)")
+    ap.add_argument("--no-check", action="store_true", help="--second: skip the --no-cache run it compares with")
+    a = ap.parse_args()
+    if a.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    if a.catalog and a.models:
+        ap.error("--catalog takes its models from --ids")
+    if (a.save or a.ids or a.repeat != 1) and not a.catalog:
+        ap.error("--save, --ids and --repeat go with --catalog")
+    if a.no_check and not a.second:
+        ap.error("--no-check goes with --second")
+    if a.second:
+        second(a.models or DEFAULT, check=not a.no_check)
+    elif a.catalog:
+        catalog(a.save, a.ids.split(",") if a.ids else None, a.repeat)
     else:
-        phases([a for a in args if not a.startswith("--")] or DEFAULT, warm="--warm" in args)
+        phases(a.models or DEFAULT, warm=a.warm)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ trace before its first simulation.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -69,7 +70,9 @@ def run(spec: str, repeats: int = 3) -> dict:
 
 
 def main() -> None:
-    with_plan = "--plan" in sys.argv[1:]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--plan", action="store_true", help="also the memory plan cases (minutes)")
+    with_plan = ap.parse_args().plan
     import torch
     import transformers
 
