@@ -114,7 +114,7 @@ def main() -> None:
             continue
         if not same:
             differ.append(spec)
-        offered = " and ".join(f"`{one.path}`, {one.units} repeats of {one.period}" for one in rep or ()) or "none"
+        offered = " and ".join(f"`{one.path}`, {one.units} repeats of {one.period}" + (f" after {one.head} special" if one.head else "") for one in rep or ()) or "none"
 
         def cell(xs: list[float]) -> str:
             return f"{statistics.median(xs):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"

@@ -101,15 +101,15 @@ CUT_TRACE_UNITS = 8  # below this, two cut traces (5 repeats, the rest twice) sa
 def _repeats(model) -> tuple[Repeats, ...]:
     """The layer lists the trace may cut together (:mod:`neurarch.trace.cut`): the planner's
     stacks (:func:`neurarch.plan.depth.stacks_of`: its largest repeated list, and any other
-    that repeats as many times, an encoder beside its decoder), when each is all repeats
-    (no special head or tail layers) and there are at least ``CUT_TRACE_UNITS`` of them;
-    else none."""
+    that repeats as many times, an encoder beside its decoder), when none ends in a
+    partial repeat (special first layers are kept in both cut traces) and there are at
+    least ``CUT_TRACE_UNITS`` repeats; else none."""
     from .plan.depth import stacks_of
 
     stacks = stacks_of(model)
-    if not stacks or any(s.head or s.rest for s in stacks) or stacks[0].units < CUT_TRACE_UNITS:
+    if not stacks or any(s.rest for s in stacks) or stacks[0].units < CUT_TRACE_UNITS:
         return ()
-    return tuple(Repeats(s.path, s.period, s.units) for s in stacks)
+    return tuple(Repeats(s.path, s.period, s.units, s.head) for s in stacks)
 
 
 def _worker_init() -> None:

@@ -81,20 +81,25 @@ def _two_stacks(cfg: dict) -> tuple[BuiltModel, InputPlan]:
     return built, plan_inputs(built.model, built.config, InputOptions(batch=2, seq_len=16))
 
 
+# T5's first block of each stack holds the relative position bias every later block reads: a special first layer.
+T5 = dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=64, d_ff=128, d_kv=16, num_layers=9, num_heads=4, vocab_size=1000)
+
+
 @pytest.mark.parametrize(
-    "cfg,lists",
+    "cfg,lists,head",
     [
-        (BART, ("model.decoder.layers", "model.encoder.layers")),  # a decoder reading its encoder's output
-        (clip(9), ("vision_model.encoder.layers", "text_model.encoder.layers")),  # two towers side by side
+        (BART, ("model.decoder.layers", "model.encoder.layers"), 0),  # a decoder reading its encoder's output
+        (clip(9), ("vision_model.encoder.layers", "text_model.encoder.layers"), 0),  # two towers side by side
+        (T5, ("decoder.block", "encoder.block"), 1),  # each after its special first block
     ],
 )
-def test_two_layer_lists_that_repeat_as_often_are_cut_together_and_give_the_whole_trace(cfg, lists):
+def test_two_layer_lists_that_repeat_as_often_are_cut_together_and_give_the_whole_trace(cfg, lists, head):
     built, plan = _two_stacks(cfg)
     whole = _table(built.model, plan, None)
     built2, plan2 = _two_stacks(cfg)
     reps = _repeats(built2.model)
-    assert tuple(r.path for r in reps) == lists and all(r.units == 9 for r in reps)
-    late = [_calls(built2.model.get_submodule(path)[k]) for path in lists for k in (3, 8)]
+    assert tuple(r.path for r in reps) == lists and all(r.head == head and r.head + r.units == 9 for r in reps)
+    late = [_calls(built2.model.get_submodule(path)[k]) for path in lists for k in (4, 8)]
     cut = _table(built2.model, plan2, reps)
     assert [n[0] for n in late] == [0, 0, 0, 0]  # neither list's later layers ran
     assert cut == whole

@@ -4,7 +4,7 @@ A 32-layer decoder runs one layer's code 32 times; its trace records each
 layer's module calls and functional ops, the same records with another index.
 Here the model is traced with its repeated layer list cut to 2 and to 3
 repeats (the real module with a shorter list, as the planner's simulations cut
-it: :mod:`neurarch.plan.depth`), and the full depth's events are the 3-repeat
+it: :mod:`neurarch.plan.depth`; special first layers, if any, kept in both), and the full depth's events are the 3-repeat
 trace's with the third repeat's records copied for every later repeat, each
 naming its own layer.  A model with several such lists that repeat as many
 times (an encoder and its decoder, CLIP's two towers) has them all cut together,
@@ -38,12 +38,14 @@ from .recorder import Event
 
 @dataclass(frozen=True)
 class Repeats:
-    """A layer list to cut: ``path`` (a ``nn.ModuleList``) of ``units`` repeats of
-    ``period`` layers, nothing before or after them."""
+    """A layer list to cut: ``path`` (a ``nn.ModuleList``) of ``head`` special layers
+    (T5's first block, which holds the position bias), then ``units`` repeats of
+    ``period`` layers, nothing after them."""
 
     path: str
     period: int
     units: int
+    head: int = 0
 
 
 def as_tuple(reps: "Repeats | tuple[Repeats, ...] | None") -> tuple[Repeats, ...]:
@@ -63,7 +65,7 @@ def cut_to(model: nn.Module, reps: "Repeats | tuple[Repeats, ...]", units: int):
             parent = model.get_submodule(parent_path) if parent_path else model
             full = getattr(parent, attr)
             saved.append((parent, attr, full))
-            setattr(parent, attr, nn.ModuleList(list(full)[: units * rep.period]))
+            setattr(parent, attr, nn.ModuleList(list(full)[: rep.head + units * rep.period]))
         yield model
     finally:
         for parent, attr, full in reversed(saved):
@@ -92,7 +94,7 @@ def _same(a: Event, b: Event, names: bool = True) -> bool:
 
 def _in_repeat(rep: Repeats, name: str, r: int) -> bool:
     ix = _index(rep, name)
-    return ix is not None and r * rep.period <= ix[0] < (r + 1) * rep.period
+    return ix is not None and rep.head + r * rep.period <= ix[0] < rep.head + (r + 1) * rep.period
 
 
 def extend(model: nn.Module, reps: "Repeats | tuple[Repeats, ...]", two: list[Event], three: list[Event], unused2: list[str], unused3: list[str]) -> tuple[list[Event], list[str]] | None:
