@@ -60,3 +60,25 @@ def clip(layers: int = 5) -> dict:
         vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=layers, num_attention_heads=4, image_size=32, patch_size=16),
         projection_dim=32,
     )
+
+
+def bart(layers: int = 6) -> dict:
+    """A tiny BART, encoder and decoder ``layers`` deep (an encoder beside its decoder: cut together)."""
+    return dict(
+        model_type="bart",
+        architectures=["BartForConditionalGeneration"],
+        d_model=32,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        vocab_size=1000,
+        max_position_embeddings=64,
+    )
+
+
+def t5(layers: int = 6) -> dict:
+    """A tiny T5, both stacks ``layers`` deep (each stack's first block holds the position bias: a special first layer)."""
+    return dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=64, d_ff=128, d_kv=16, num_layers=layers, num_heads=4, vocab_size=1000)

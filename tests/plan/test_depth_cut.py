@@ -16,7 +16,7 @@ from neurarch.plan.fit import batch_from_curves
 from neurarch.plan.memory import Curve, estimate, stack_of
 from tiny_configs import BERT as TINY_BERT
 from tiny_configs import LLAMA as TINY_LLAMA
-from tiny_configs import clip
+from tiny_configs import bart, clip, t5
 
 # The shared tiny models with deeper stacks (same-shape blocks worth cutting).
 LLAMA = dict(TINY_LLAMA, num_hidden_layers=7)
@@ -48,7 +48,7 @@ QWEN2_MOE = dict(
 )
 VIT = dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4, image_size=64, patch_size=16)
 BERT = dict(TINY_BERT, num_hidden_layers=6)
-T5 = dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=64, d_ff=128, d_kv=16, num_layers=6, num_heads=4, vocab_size=1000)
+T5 = t5(6)
 
 FIELDS = ("peak_tensor_bytes", "peak_bytes", "first_step_peak_tensor_bytes", "breakdown", "trainable_parameters", "kv_cache_bytes", "phase", "module", "step")
 
@@ -197,19 +197,7 @@ def test_a_deep_decoder_keeps_the_cut():
 
 
 # Two stacks that repeat as many times: an encoder beside its decoder, CLIP's two towers.
-BART = dict(
-    model_type="bart",
-    architectures=["BartForConditionalGeneration"],
-    d_model=32,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    encoder_layers=6,
-    decoder_layers=6,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    vocab_size=1000,
-    max_position_embeddings=64,
-)
+BART = bart(6)
 CLIP = clip(5)
 
 

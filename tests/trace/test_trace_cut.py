@@ -21,7 +21,7 @@ from neurarch.pipeline import CUT_TRACE_UNITS, _repeats
 from neurarch.trace import trace
 from neurarch.trace.cut import Repeats
 from neurarch.trace.structure import build_structure
-from tiny_configs import LLAMA, clip
+from tiny_configs import LLAMA, bart, clip, t5
 
 
 def _table(model: nn.Module, plan: InputPlan, repeats: Repeats | None) -> tuple:
@@ -61,19 +61,7 @@ def test_the_pipeline_offers_the_cut_only_for_deep_plain_stacks():
     assert _repeats(_llama(CUT_TRACE_UNITS - 1)[0].model) == ()  # too shallow to gain
 
 
-BART = dict(
-    model_type="bart",
-    architectures=["BartForConditionalGeneration"],
-    d_model=32,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    encoder_layers=9,
-    decoder_layers=9,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    vocab_size=1000,
-    max_position_embeddings=64,
-)
+BART = bart(9)
 
 
 def _two_stacks(cfg: dict) -> tuple[BuiltModel, InputPlan]:
@@ -82,7 +70,7 @@ def _two_stacks(cfg: dict) -> tuple[BuiltModel, InputPlan]:
 
 
 # T5's first block of each stack holds the relative position bias every later block reads: a special first layer.
-T5 = dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=64, d_ff=128, d_kv=16, num_layers=9, num_heads=4, vocab_size=1000)
+T5 = t5(9)
 
 
 @pytest.mark.parametrize(
