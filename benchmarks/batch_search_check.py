@@ -6,8 +6,8 @@
 
 For each model and mode, runs the planner's batch search over the built-in cards
 (``plan.fit.mode_result``, as ``--plan`` does, one process, no cache) and counts
-the batches it took (the input batch, ``--batch``, 1 by default, runs its two steps
-and is the first of them) and how many of them were read off the lines through
+the batches it took (the input batch, ``--batch``, 1 by default, is the first of them:
+its two steps, or step 2 with the first step read off it, as a plan runs it) and how many of them were read off the lines through
 simulated ones (``neurarch.plan.by_depth._between``) instead of simulated.  Then, per card, simulates the answer B and B + 1 again
 from scratch, each on its own (the earlier batches the planner reads a cut model's
 later runs off are forgotten first, so both cut runs are simulated): B must fit the card (``peak_bytes x headroom <=
@@ -47,7 +47,7 @@ def check(spec: str, modes: list[str], batch: int = 1) -> bool:
 
         def at(b: int, sims=sims, setup=setup):
             if b not in sims:
-                sims[b] = estimate_with_curve(p.trained, with_batch(p.plan, b), setup, steady_only=b != p.plan.batch, cache=False)
+                sims[b] = estimate_with_curve(p.trained, with_batch(p.plan, b), setup, steady_only=b != p.plan.batch, first_read_off=b == p.plan.batch, cache=False)
             return sims[b]
 
         t, read = time.perf_counter(), by_depth.read_batches()

@@ -10,8 +10,10 @@ supervising child, ``NEURARCH_SUPERVISE=0``) and the simulation cache off
 (``NEURARCH_NO_CACHE=1``).  Every call of the simulator is counted where it
 happens, in the worker: a model cut short counts one call per cut run (the
 smaller and the larger cut), a model simulated whole one per batch.  Prints a
-line per mode (the batches simulated, in order, and how many runs each) and
-the total.  Counts, not seconds: the same on any machine.
+line per mode (the batches simulated, in order, and how many runs each; in
+training, the steps those runs simulated: two for a run of the input batch's two
+steps, one for a steady-state run) and the total.  Counts, not seconds: the same
+on any machine.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def main() -> None:
 
     def spy(fn, label):
         def call(built, plan, setup, *a, **kw):
-            os.write(write, f"{label or setup.mode} {plan.batch}\n".encode())
+            steps = 1 if kw.get("steady_only") or label else kw.get("steps", 2)  # inference: one pass
+            os.write(write, f"{label or setup.mode} {plan.batch} {steps}\n".encode())
             return fn(built, plan, setup, *a, **kw)
 
         return call
@@ -60,11 +63,14 @@ def main() -> None:
     with os.fdopen(read) as f:
         calls = [line.split() for line in f.read().splitlines()]
     per: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for mode, batch in calls:
+    steps: collections.Counter = collections.Counter()
+    for mode, batch, n in calls:
         per[mode][int(batch)] += 1
+        steps[mode] += int(n)
     print(f"{' '.join(argv)}: {len(calls)} simulator runs")
     for mode, batches in per.items():
-        print(f"  {mode}: {sum(batches.values())} ({', '.join(f'batch {b} x{n}' for b, n in batches.items())})")
+        took = "" if mode == "inference" else f"; {steps[mode]} training steps"
+        print(f"  {mode}: {sum(batches.values())} ({', '.join(f'batch {b} x{n}' for b, n in batches.items())}){took}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ Phases (one fresh process per model, the plan's jobs run one after another,
 ``NEURARCH_JOBS=1``, so each phase's time is its own; a real run forks them
 over the cores): import, build, input plan, trace (forward + backward),
 parameter count, every memory simulation (mode, batch, whether it is the
-input batch's full two-step run or a steady-state check, and whether a check was
+input batch's run (two steps, or step 2 with the first step read off it) or a steady-state check, and whether a check was
 read off the lines through simulated batches instead), the cost count,
 the verifier and the text render.  Every run gets a fresh simulation cache
 directory (``NEURARCH_CACHE_DIR``), so nothing is served from the cache
@@ -87,11 +87,16 @@ timed(pl, "build_params", "parameter count vs checkpoint")
 timed(pl, "build_structure", "layer table")
 from neurarch.plan import by_depth
 read_until = [by_depth.read_batches()]  # batches read off the lines, as of the last simulation's end
+first_until = [mem.first_steps_read_off()]  # input batches whose first step was read off step 2
 
 def simulation_label(built, plan, setup, **k):
     how = ", read off the lines" if by_depth.read_batches() > read_until[0] else ""
     read_until[0] = by_depth.read_batches()
-    return f"simulate {setup.mode} at batch {plan.batch}" + (f" (steady state: a card's check{how})" if k.get("steady_only") else " (input batch, two steps)")
+    first = mem.first_steps_read_off() > first_until[0]
+    first_until[0] = mem.first_steps_read_off()
+    if k.get("steady_only"):
+        return f"simulate {setup.mode} at batch {plan.batch} (steady state: a card's check{how})"
+    return f"simulate {setup.mode} at batch {plan.batch} (input batch, " + ("step 2, the first step read off it)" if first else "two steps)")
 
 timed(mem, "estimate_with_curve", simulation_label)
 timed(cost, "count_step", "cost: count the step's ops")
@@ -169,7 +174,10 @@ def _group(row: str) -> str:
     m = re.match(r"simulate (\w+) at batch (\d+) \((input batch|steady state)", row)
     if m is None:
         return row
-    kind = "input batch (two steps)" if m.group(3) == "input batch" else ("batch 2" if m.group(2) == "2" else "card checks")
+    if m.group(3) == "input batch":
+        kind = "input batch (two steps)" if row.endswith("two steps)") else "input batch (step 2, the first step read off it)"
+    else:
+        kind = "batch 2" if m.group(2) == "2" else "card checks"
     if kind == "card checks" and row.endswith("read off the lines)"):
         kind = "card checks read off the lines (nothing simulated)"
     return f"simulate {m.group(1)}: {kind}"

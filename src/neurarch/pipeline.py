@@ -43,10 +43,10 @@ def _mode_job(built, plan, opts: Options, cards, mode: str) -> ModeResult:
 
     def at(b):
         if b not in cache:
-            # Only the input batch is reported in full (first step too); the
-            # batch search needs the steady state alone (half the work).
+            # Only the input batch is reported in full (first step too, read off its steady
+            # state where it can be); the batch search needs the steady state alone.
             try:
-                cache[b] = estimate_with_curve(built, with_batch(plan, b), setup, context_len=p.context_len, steady_only=b != plan.batch, cache=_use_cache(opts))
+                cache[b] = estimate_with_curve(built, with_batch(plan, b), setup, context_len=p.context_len, steady_only=b != plan.batch, first_read_off=b == plan.batch, cache=_use_cache(opts))
             except Exception as e:
                 if plan.batch not in cache:
                     raise

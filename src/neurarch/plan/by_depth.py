@@ -20,7 +20,7 @@ from ..inputs import InputPlan
 from . import depth
 from .inference import simulate_inference
 from .overhead import cuda_round
-from .simulation import Peak, Simulation, category, refigured, simulate
+from .simulation import Peak, Simulation, category, first_step_bytes, first_step_derivable, leaves_nothing, live_at, refigured, simulate
 from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life
 from .train import PlanOptionError, TrainSetup
 
@@ -44,13 +44,26 @@ stack_of = depth.stack_of
 
 
 def simulate_by_depth(
-    built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None, steady_only: bool = False, units: tuple[int, int] = CUT_UNITS
+    built: BuiltModel,
+    plan: InputPlan,
+    setup: TrainSetup,
+    *,
+    steps: int = 2,
+    context_len: int | None = None,
+    steady_only: bool = False,
+    units: tuple[int, int] = CUT_UNITS,
+    input_batch: bool = False,
 ) -> Simulation | None:
     """The simulation of ``built`` from two runs with its layer stack (its stacks that
     repeat as many times, see depth.find_stacks) cut short to ``units`` repeats, or None
     when the model has no stack worth cutting.  Raises depth.NotRepeating when the two
     runs do not line up op by op (then simulate the whole model); its ``ops`` are the
     two runs' op counts.
+
+    ``input_batch`` (with ``steady_only``): the plan's input batch, whose first step is
+    read off the steady state where it can be (``Simulation.first_derived``, see
+    :func:`_first_from_points`); its runs become the checks' first references, as an
+    input batch's two-step runs did (:func:`_learn_steady`).
 
     At a later batch of the same runs (a card's check) only the run at ``units[0]``
     repeats is simulated when it lies, storage by storage, on the lines through two
@@ -78,6 +91,7 @@ def simulate_by_depth(
             else:
                 sim = simulate(cut, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
         whole = _Run(sim.lives, _ops(sim), sim.steps, sim.trainable_parameters, sim.parameters, sim.kv_cache_bytes, sim.context_len, sim.forward_end)
+        whole.optimizer_at = sim.first_windows[1][0] if sim.first_windows is not None else None
         if not steady:
             return whole
         view = steady_view(whole)
@@ -86,6 +100,7 @@ def simulate_by_depth(
         return view
 
     spans = _SPANS.setdefault(built.model, {}).setdefault(family, {})
+    first_refs = not refs
     read = _between(refs, spans, plan.batch)
     line: tuple[int, ...] = ()
     if read is not None:
@@ -114,6 +129,13 @@ def simulate_by_depth(
         raise
     if read is not None:
         _READ[0] += 1
+    if input_batch:
+        if not predicted and first_refs:  # as _learn_steady takes an input batch's two-step runs
+            refs[plan.batch] = (ra, rb)
+            _INPUT.setdefault(built.model, {})[family] = plan.batch
+            _LEARNT[0] += 1
+    elif read is not None:
+        pass
     elif predicted:
         _PREDICTED[0] += 1
         if plan.batch not in line:  # a third batch on the line through two, a fourth on the parabola through three: see _between
@@ -149,6 +171,10 @@ def simulate_by_depth(
     sim.lives, sim.forward_end = rb.lives, rb.forward_end  # the larger run's, for the per-layer split
     sim.cut = (stacks, ua, ub)
     sim.cut_ops = (ra.all_ops, rb.all_ops)
+    if steady and first_step_derivable(setup) and ra.optimizer_at is not None and rb.optimizer_at is not None and leaves_nothing(ra.lives) and leaves_nothing(rb.lives):
+        # The live bytes as the optimizer step starts (step 1's once Adam has made its state), on their line too.
+        at_start = depth.line_int(live_at(ra.lives, ra.optimizer_at), live_at(rb.lives, rb.optimizer_at), ua, ub, n)
+        sim.first_derived = _first_from_points(pts, at_start)
     if len(stacks) == 1:
         stack = stacks[0]
         what = f"the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, and extrapolated to {stack.length}"
@@ -156,6 +182,25 @@ def simulate_by_depth(
         what = f"the layer stacks {depth.describe(stacks)} each cut to {ua} and {ub} repeats together, and extrapolated to {n}"
     sim.method = f"simulated with {what} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)"
     return sim
+
+
+def _first_from_points(pts: dict, at_start: int) -> int | None:
+    """The first step's peak from a steady-state run's extrapolated points (step 2 alone), as a
+    two-step run's would read it (the largest total among step 1's points): at each point of
+    step 2's forward and backward the optimizer state is not there yet in step 1, so its bytes
+    come off; in the optimizer step step 1 holds what step 2 does once Adam's ``_init_group``
+    has made the state, and less before (see :func:`neurarch.plan.simulation.first_step_bytes`).
+    ``at_start``: the bytes alive as step 2's optimizer step starts, which step 1 reaches as its
+    ``_init_group`` makes the last of the state (a point there, unless the update's first
+    allocations continue that stretch: then a higher one, which step 2 has too).  None where
+    a point lies elsewhere (a phase between them)."""
+    opt = depth.CATEGORIES.index("optimizer")
+    best = at_start
+    for p in pts.values():
+        if p.phase not in ("forward", "backward", "optimizer"):
+            return None
+        best = max(best, p.total if p.phase == "optimizer" else p.total - p.cats[opt])
+    return best
 
 
 # --------------------------------------------------------------------------
@@ -176,6 +221,7 @@ class _Run:
     context_len: int | None
     forward_end: int | None
     all_ops: int = -1  # the ops the whole run made (a steady view keeps step 2's): what choosing a cut weighs
+    optimizer_at: int | None = None  # a steady-state run's: the event its optimizer step started at
 
     def __post_init__(self) -> None:
         if self.all_ops < 0:
@@ -330,7 +376,7 @@ def _read_off(ws: tuple[tuple[int, ...], int], runs: list[_Run]) -> _Run | None:
     kv = _value(ws, [r.kv for r in runs])
     if last.kv is not None and (kv is None or kv.denominator != 1 or kv < 0):
         return None
-    return _Run(lives, last.ops, last.steps, last.trainable, last.parameters, None if kv is None else int(kv), last.context_len, last.forward_end, last.all_ops)
+    return _Run(lives, last.ops, last.steps, last.trainable, last.parameters, None if kv is None else int(kv), last.context_len, last.forward_end, last.all_ops, last.optimizer_at)
 
 
 # --------------------------------------------------------------------------
@@ -379,7 +425,8 @@ def steady_view(run: _Run) -> _Run | None:
     before.sort(key=lambda t: t[0])
     lives = [life for _, life in before] + after
     forward_end = None if run.forward_end is None else run.forward_end - base
-    return _Run(lives, ops, 1, run.trainable, run.parameters, run.kv, run.context_len, forward_end, run.all_ops)
+    optimizer_at = None if run.optimizer_at is None else run.optimizer_at - base
+    return _Run(lives, ops, 1, run.trainable, run.parameters, run.kv, run.context_len, forward_end, run.all_ops, optimizer_at)
 
 
 def _step_2(ops: list) -> tuple[int, int] | None:
@@ -404,6 +451,9 @@ def _steady_sim(sim: Simulation) -> Simulation | None:
     (lo, hi), (rlo, rhi) = sim.windows[0][-1], sim.windows[1][0]
     out = dataclasses.replace(sim, steps=1, peak=sim.steady, step_peaks=[sim.steady], lives=view.lives, ops=view.ops, forward_end=view.forward_end)
     out.windows = (((lo - base, hi - base),), ((rlo - base, rhi - base),))
+    if sim.first_windows is not None:
+        (a, b), (c, d) = sim.first_windows
+        out.first_windows = ((a - base, b - base), (c - base, d - base))
     return out
 
 
@@ -616,8 +666,25 @@ def _later_is_cheaper(ops: tuple[int, int], n: int) -> bool:
     return n > LATER_UNITS[1] and sum(at) < _whole_ops(ops, CUT_UNITS, n)
 
 
-def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int = 2, context_len: int | None = None, cut_depth: bool = True, steady_only: bool = False) -> Simulation:
-    """Simulate one mode: by depth when the model has a stack worth cutting, else whole."""
+def simulate_mode(
+    built: BuiltModel,
+    plan: InputPlan,
+    setup: TrainSetup,
+    *,
+    steps: int = 2,
+    context_len: int | None = None,
+    cut_depth: bool = True,
+    steady_only: bool = False,
+    input_batch: bool = False,
+) -> Simulation:
+    """Simulate one mode: by depth when the model has a stack worth cutting, else whole.
+
+    ``input_batch`` (with ``steady_only``, in training): the plan's input batch, simulated
+    as a steady-state check is, its first step's peak read off that run where it can be
+    (``Simulation.first_derived``: :func:`neurarch.plan.simulation.first_step_bytes`,
+    :func:`_first_from_points`), and taken as the checks' first reference, as an input
+    batch's two-step run was."""
+    input_batch = input_batch and steady_only and setup.mode != "inference"
     why = None
     failed = _NO_CUT.setdefault(built.model, {})
     cheaper = _WHOLE_IS_CHEAPER.setdefault(built.model, set())
@@ -636,7 +703,7 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
         while True:
             tried.add(units)
             try:
-                sim = simulate_by_depth(built, plan, setup, steps=steps, context_len=context_len, steady_only=steady_only, units=units)
+                sim = simulate_by_depth(built, plan, setup, steps=steps, context_len=context_len, steady_only=steady_only, units=units, input_batch=input_batch)
             except PlanOptionError:
                 raise
             except depth.NotRepeating as e:
@@ -666,7 +733,11 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
             sim = simulate(built, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
         if steady_only:  # seen from step 2 on, as every steady-state reference (steady_view)
             sim = _steady_sim(sim) or sim
-        _whole_learn(book, plan.batch, sim)
+        if not input_batch:
+            _whole_learn(book, plan.batch, sim)
+        elif plan.batch not in book[0] and len(book[0]) < 2:  # as an input batch's two-step run's step 2 was taken
+            _whole_learn(book, plan.batch, sim)
+            _LEARNT[0] += 1
         if not steady_only and setup.mode != "inference" and steps == 2:
             # The input batch's two steps: its step 2 is a steady-state check at its batch.
             as_check = _steady_sim(sim)
@@ -677,6 +748,8 @@ def simulate_mode(built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, step
                     _LEARNT[0] += 1
     else:
         _READ[0] += 1
+    if input_batch:
+        sim.first_derived = first_step_bytes(sim)
     pts = depth.points(sim.lives, _ops(sim), _NO_STACK, 0, category, cuda_round)
     keep = _steady_filter(setup, pts)
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}

@@ -41,7 +41,7 @@ from .by_depth import _NO_CUT, CUT_UNITS, segment_bytes, simulate_by_depth, simu
 from .curve import decode_result, encode_result
 from .inference import simulate_inference  # noqa: F401
 from .overhead import fixed_overhead
-from .simulation import CATEGORIES, Curve, Peak, Simulation, category, simulate  # noqa: F401
+from .simulation import CATEGORIES, Curve, Peak, Simulation, category, first_step_derivable, simulate  # noqa: F401
 from .train import TrainSetup
 
 # --------------------------------------------------------------------------
@@ -72,6 +72,7 @@ def estimate_with_curve(
     hopper: bool = True,
     cut_depth: bool = True,
     steady_only: bool = False,
+    first_read_off: bool = False,
     cache: bool = False,
 ) -> tuple[MemoryMode, "Curve | None"]:
     """``estimate`` of one mode's recipe (``setup``, e.g. :meth:`TrainSetup.from_plan`)
@@ -79,18 +80,22 @@ def estimate_with_curve(
 
     ``steady_only`` simulates step 2 alone (see :func:`simulate`): the figures
     that decide a fit are the same, the first step's peak is not known (None).
+    ``first_read_off`` (a plan's input batch): the two steps' figures, from a run of step 2
+    alone where the first step's peak can be read off it (an Adam or AdamW recipe whose step 2
+    leaves nothing behind: :func:`neurarch.plan.simulation.first_step_bytes`), else from two
+    simulated steps; the same figures either way, for less than two steps' work.
     ``cache``: read and write the result in the simulation cache on disk
     (:mod:`.cache`; the planner's runs turn it on, ``NEURARCH_NO_CACHE=1`` off).
     """
     setup.validate()
     k = None
     if cache and _cache.enabled():
-        k = _cache.key("memory", built.model, built.config, _key_plan(plan), _key_setup(setup), steps, context_len, hopper, cut_depth, steady_only)
+        k = _cache.key("memory", built.model, built.config, _key_plan(plan), _key_setup(setup), steps, context_len, hopper, cut_depth, steady_only, first_read_off)
     failed = _NO_CUT.setdefault(built.model, {})
     known_failure = setup in failed
 
     def compute():
-        result = _estimate_with_curve(built, plan, setup, steps=steps, context_len=context_len, hopper=hopper, cut_depth=cut_depth, steady_only=steady_only)
+        result = _estimate_with_curve(built, plan, setup, steps=steps, context_len=context_len, hopper=hopper, cut_depth=cut_depth, steady_only=steady_only, first_read_off=first_read_off)
         return result, (failed.get(setup) if not known_failure else None)
 
     def decode(raw):
@@ -137,14 +142,33 @@ def simulations_run() -> int:
 _SIMULATIONS = [0]
 
 
+def first_steps_read_off() -> int:
+    """How many input batches this process gave the first step's peak of from a run of step 2 alone
+    (``first_read_off``), instead of simulating the two steps."""
+    return _FIRST_READ_OFF[0]
+
+
+_FIRST_READ_OFF = [0]
+
+
 def _estimate_with_curve(
-    built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int, context_len: int | None, hopper: bool, cut_depth: bool, steady_only: bool
+    built: BuiltModel, plan: InputPlan, setup: TrainSetup, *, steps: int, context_len: int | None, hopper: bool, cut_depth: bool, steady_only: bool, first_read_off: bool = False
 ) -> tuple[MemoryMode, "Curve | None"]:
     mode, precision, optimizer, device = setup.mode, setup.precision, setup.optimizer, setup.device
     grad_checkpointing, lora_rank, lora_targets, lora_dropout = setup.grad_checkpointing, setup.lora_rank, setup.lora_targets, setup.lora_dropout
     adapter_dtype = setup.adapter_dtype
     _SIMULATIONS[0] += 1
-    sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth, steady_only=steady_only and mode != "inference")
+    read_off = first_read_off and not steady_only and steps == 2 and first_step_derivable(setup, built.model)
+    sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth, steady_only=(steady_only or read_off) and mode != "inference", input_batch=read_off)
+    first = sim.first.bytes
+    if read_off:
+        if sim.first_derived is None:  # step 2 leaves something behind (or a phase between): two steps
+            _SIMULATIONS[0] += 1
+            sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth)
+            first = sim.first.bytes
+        else:
+            first = sim.first_derived
+            _FIRST_READ_OFF[0] += 1
     peak = sim.steady
     peak_bytes = sim.rounded_bytes + fixed_overhead(training=mode != "inference", hopper=hopper)
     notes = [] if sim.method == "simulated" else [sim.method]
@@ -163,7 +187,7 @@ def _estimate_with_curve(
         )
     overhead = peak_bytes - sim.rounded_bytes
     curve = Curve(plan.batch, {k: v + overhead for k, v in sim.curve.items()}, sim.sharded or {}, exact={k: v + overhead for k, v in (sim.exact or {}).items()}) if sim.curve else None
-    if curve is not None and mode == "full" and not steady_only:
+    if curve is not None and mode == "full" and not steady_only:  # the input batch's
         try:
             curve.segments = segment_bytes(built.model, sim, peak)
         except Exception:  # the pipeline cut is an extra: without it, no pipeline plan
@@ -171,7 +195,7 @@ def _estimate_with_curve(
     return MemoryMode(
         peak_tensor_bytes=peak.bytes,
         peak_bytes=peak_bytes,
-        first_step_peak_tensor_bytes=None if steady_only and mode != "inference" else sim.first.bytes,
+        first_step_peak_tensor_bytes=None if steady_only and mode != "inference" else first,
         phase=peak.phase,
         module=peak.module,
         step=peak.step,

@@ -96,6 +96,11 @@ class Simulation:
     # The event ranges its figures are read in: step_peaks' (inference: the largest of them is the
     # one peak), and the rounded peak's (the largest over them): see refigured.
     windows: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = field(repr=False, default=None)
+    # A steady-state run's step 2: the events of its forward and backward, and of its optimizer step
+    # (where :func:`first_step_bytes` reads the first step off it).
+    first_windows: tuple[tuple[int, int], tuple[int, int]] | None = field(repr=False, default=None)
+    # The first step's peak read off a steady-state run (first_step_bytes, or a cut run's points), when it can be.
+    first_derived: int | None = None
 
     @property
     def steady(self) -> Peak:
@@ -116,7 +121,7 @@ def refigured(sim: Simulation, lives: list[Life], kv_cache_bytes: int | None) ->
     step_peaks = [_peak_of(lives, lo, hi) for lo, hi in peaks_in]
     if sim.setup.mode == "inference":
         step_peaks = [max(step_peaks, key=lambda p: p.bytes)]
-    out = dataclasses.replace(sim, peak=max(step_peaks, key=lambda p: p.bytes), step_peaks=step_peaks, lives=lives, kv_cache_bytes=kv_cache_bytes)
+    out = dataclasses.replace(sim, peak=max(step_peaks, key=lambda p: p.bytes), step_peaks=step_peaks, lives=lives, kv_cache_bytes=kv_cache_bytes, first_derived=None)
     out.rounded_bytes = max(_replay(lives, lo, hi, cuda_round)[0] for lo, hi in rounded_in)
     return out
 
@@ -132,6 +137,7 @@ class _Watch(Observer):
         self.gaps = gaps
         self.phase_starts: list[tuple[int, int, str]] = []  # (event, step, phase)
         self.values: ValueMode | None = None  # the value-tracking mode, when the step runs under one (see _run)
+        self.no_gradient = False  # a trainable parameter had no gradient after a backward (one the forward did not use)
 
     @contextlib.contextmanager
     def phase(self, step: int, name: str):
@@ -151,6 +157,8 @@ class _Watch(Observer):
         for p in model.parameters():
             if p.grad is not None:
                 self.tracker.mark(p.grad, GRADIENT)
+            elif p.requires_grad:
+                self.no_gradient = True
         self.tracker.end_backward()
 
 
@@ -411,7 +419,72 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
     sim.ops = tracker.ops
     last = 2 if steady_only else steps
     sim.forward_end = starts.get((last, "end-forward"))
+    if steady_only and not watch.no_gradient:
+        # (A parameter the forward does not use gets no gradient, and Adam no state for it in
+        # step 1, while the warm-up made one: then the state is not what step 1 leaves.)
+        optimizer_at = starts.get((2, "optimizer"), tracker.events)
+        sim.first_windows = ((windows[0][0], optimizer_at), (optimizer_at, windows[0][1]))
     return sim
+
+
+def first_step_derivable(setup: TrainSetup, model: nn.Module | None = None) -> bool:
+    """Whether a steady-state run (step 2 after the warm-up, ``steady_only``) can give the
+    first step's peak too (:func:`first_step_bytes`): training with torch's Adam or AdamW
+    (foreach, per-tensor or fused), whose warm-up makes the state exactly as step 1's
+    ``optimizer.step()`` makes it (:func:`~.train.warm_up`), with the gradients set to None
+    between steps, so that step 2 starts as step 1 did but for that state.
+
+    ``model`` (the model before the recipe's preparation), where known: also whether its
+    step 1 is known to leave something for step 2.  QLoRA: bitsandbytes' ``Linear4bit``
+    casts its bias to the input's dtype in place on its first forward (bitsandbytes/nn/modules.py),
+    so a model with biased linear layers keeps the cast biases from step 1; such a run would
+    be found out (:func:`leaves_nothing`) only after it had run, and then two steps simulated
+    all the same."""
+    if setup.mode == "inference" or setup.optimizer not in ("adamw", "adamw-fused") or not setup.zero_grad_set_to_none:
+        return False
+    if model is not None and setup.mode == "qlora":
+        return not any(isinstance(m, nn.Linear) and m.bias is not None for m in model.modules())
+    return True
+
+
+def leaves_nothing(lives: list[Life], step: int = 2) -> bool:
+    """Whether no storage made in ``step`` outlives the run (a model that keeps something from
+    its first step, a cache made once, would start its second step otherwise than its first)."""
+    return not any(x.step == step and x.end is None for x in lives)
+
+
+def first_step_bytes(sim: Simulation) -> int | None:
+    """The first step's peak, read off a steady-state run; None where it cannot be.
+
+    The run is step 2 after a warm-up that made only the optimizer state.  Where step 2
+    leaves nothing behind (:func:`leaves_nothing`), every trainable parameter got a
+    gradient in it (else Adam makes no state for that one in step 1, while the warm-up
+    made one: ``first_windows`` is then not set), and the recipe is one whose step 1
+    starts as step 2 does but without that state (:func:`first_step_derivable`), a
+    two-step run's step 1 makes the same storages at the same ops as step 2:
+
+    * during its forward and backward (up to its optimizer step) the state is not
+      there yet: the live bytes are step 2's less the state's storages;
+    * in its optimizer step Adam's ``_init_group`` first makes the state (only
+      allocations, and nothing is freed in ``step()`` before it: torch/optim/adamw.py),
+      reaching the bytes step 2 holds as its optimizer step starts; then the update
+      runs on the same storages as in step 2: the same live bytes.
+
+    So the first step's peak is the larger of step 2's forward-and-backward peak
+    without the state and its optimizer step's peak from its start (the event it
+    started at included), as :func:`_peak_of` reads a step's peak (every event in
+    the window)."""
+    if sim.first_windows is None or not first_step_derivable(sim.setup) or not leaves_nothing(sim.lives):
+        return None  # (no windows: not a steady-state run, or one with a parameter the step gave no gradient)
+    (lo, mid), (_, hi) = sim.first_windows
+    before = _replay([x for x in sim.lives if x.role != OPTIMIZER], lo, mid)[0]
+    during = _replay(sim.lives, mid, hi)[0]
+    return max(before, live_at(sim.lives, mid), during)
+
+
+def live_at(lives: list[Life], event: int) -> int:
+    """The bytes alive right after ``event``."""
+    return sum(x.nbytes for x in lives if x.start <= event and (x.end is None or x.end > event))
 
 
 def _count(model: nn.Module) -> int:

@@ -1,0 +1,222 @@
+"""The input batch's first step read off a run of step 2 alone (``first_read_off``).
+
+A plan simulates its input batch's two steps for one figure of step 1, the first
+step's peak.  Where the recipe allows (torch's Adam or AdamW, gradients set to
+None) and the run shows step 2 leaves nothing behind, that figure is read off a
+run of step 2 after the optimizer-state warm-up instead.  The references here
+are independent of that reading: the two steps simulated (every figure, the
+curve the batch search reads, the pipeline segments), and a real training step
+on CPU measured at the allocator (step 1's peak).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from neurarch.build import BuiltModel, build_from_config
+from neurarch.inputs import InputOptions, InputPlan, TensorSpec, plan_inputs
+from neurarch.plan import memory
+from neurarch.plan.memory import estimate_with_curve, with_batch
+from neurarch.plan.real_step import measure_cpu
+from neurarch.plan.simulation import first_step_bytes, first_step_derivable, leaves_nothing, simulate
+from neurarch.plan.train import TrainSetup
+from tiny_configs import BERT
+from tiny_configs import LLAMA as TINY_LLAMA
+
+LLAMA = dict(TINY_LLAMA, num_hidden_layers=7)  # deep enough to be simulated cut (2 and 3 layers)
+
+READ_OFF = [
+    TrainSetup(mode="full", precision="bf16-mixed"),
+    TrainSetup(mode="full", precision="fp32", optimizer="adamw-fused"),  # its update allocates nothing
+    TrainSetup(mode="full", precision="bf16-mixed", grad_checkpointing=True),
+    TrainSetup(mode="lora", precision="fp32"),
+    TrainSetup(mode="lora", precision="bf16-mixed", grad_accumulation=2),
+    TrainSetup(mode="qlora", precision="bf16"),  # Llama's linear layers have no bias
+]
+TWO_STEPS = [
+    TrainSetup(mode="full", precision="fp32", optimizer="sgd"),  # its step 1 makes the momentum otherwise
+    TrainSetup(mode="full", precision="bf16-mixed", zero_grad_set_to_none=False),  # step 2 starts with gradients
+]
+
+
+def _llama(batch: int):
+    built = build_from_config(dict(LLAMA), "llama")
+    return built, plan_inputs(built.model, built.config, InputOptions(seq_len=24, batch=batch))
+
+
+def _ids(s: TrainSetup) -> str:
+    return f"{s.mode}-{s.precision}-{s.optimizer}-ckpt{int(s.grad_checkpointing)}-acc{s.grad_accumulation}-none{int(s.zero_grad_set_to_none)}"
+
+
+def _both(setup: TrainSetup, batch: int, cut_depth: bool):
+    """The input batch's figures both ways, each on a model of its own (nothing learnt shared)."""
+    out = []
+    for read_off in (False, True):
+        built, plan = _llama(batch)
+        before = memory.first_steps_read_off()
+        mem, curve = estimate_with_curve(built, with_batch(plan, batch), setup, cut_depth=cut_depth, first_read_off=read_off)
+        out.append((mem, curve, memory.first_steps_read_off() - before))
+    return out
+
+
+def _same(a, b) -> None:
+    (mem_a, curve_a, _), (mem_b, curve_b, _) = a, b
+    assert mem_a == mem_b
+    assert curve_a.values == curve_b.values and curve_a.exact == curve_b.exact and curve_a.sharded == curve_b.sharded
+    assert getattr(curve_a, "segments", None) == getattr(curve_b, "segments", None)
+
+
+@pytest.mark.parametrize("cut_depth", [True, False], ids=["cut", "whole"])
+@pytest.mark.parametrize("setup", READ_OFF, ids=_ids)
+def test_the_first_step_read_off_step_2_is_the_two_simulated_steps(setup, cut_depth):
+    two, read = _both(setup, batch=1, cut_depth=cut_depth)
+    assert two[2] == 0 and read[2] == 1  # read off in one, simulated in the other
+    assert two[0].first_step_peak_tensor_bytes is not None
+    _same(two, read)
+
+
+@pytest.mark.parametrize("setup", READ_OFF[:2], ids=_ids)
+def test_an_input_batch_above_one(setup):
+    two, read = _both(setup, batch=3, cut_depth=True)
+    assert read[2] == 1
+    _same(two, read)
+
+
+@pytest.mark.parametrize("setup", TWO_STEPS, ids=_ids)
+def test_other_recipes_simulate_two_steps(setup):
+    assert not first_step_derivable(setup)
+    two, read = _both(setup, batch=1, cut_depth=True)
+    assert read[2] == 0
+    _same(two, read)
+
+
+class _WideForward(nn.Module):
+    """A step whose first peak is in forward (a 64x wider temporary), where no optimizer state exists yet."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(256, 256)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return h.unsqueeze(-1).expand(*h.shape, 64).contiguous().sum(-1)
+
+
+class _MLP(nn.Module):
+    """Small activations beside the weights: the first step's peak is in AdamW's step."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(256, 512)
+        self.fc2 = nn.Linear(512, 128)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+@pytest.mark.parametrize("cls, batch, phase", [(_WideForward, 64, "forward"), (_MLP, 8, "optimizer")], ids=["peak-in-forward", "peak-in-optimizer"])
+def test_the_first_step_read_off_matches_a_real_cpu_step(cls, batch, phase):
+    with torch.device("meta"):
+        meta = cls()
+    built = BuiltModel(model=meta, config=None, model_class=cls.__name__, library="torch")
+    plan = InputPlan([TensorSpec("x", (batch, 256))], main="x", batch=batch)
+    setup = TrainSetup(mode="full", precision="fp32", device="cpu")
+    two = simulate(built, plan, setup)
+    assert two.first.phase == phase
+    steady = simulate(built, plan, setup, steady_only=True)
+    got = first_step_bytes(steady)
+    assert got == two.first.bytes
+    meas = measure_cpu(cls, None, plan, setup)
+    # The measured first step at the allocator; the few bytes allowed are the 0-d step
+    # counters torch makes outside the dispatcher (as in test_memory.py).
+    assert abs(got - meas.step_peaks[0]) <= 64
+    # In forward step 1 has no optimizer state yet; in AdamW's step it holds what step 2 does.
+    assert got < steady.steady.bytes if phase == "forward" else got == steady.steady.bytes
+
+
+class _KeepsACache(nn.Module):
+    """Makes a tensor in its first forward and keeps it (a cache made once): its step 1 is not its step 2."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(128, 128)
+        self.cache: torch.Tensor | None = None
+
+    def forward(self, x):
+        if self.cache is None:
+            self.cache = torch.ones(4096, device=x.device)
+        return self.lin(x) * self.cache[:128]
+
+
+def test_a_model_that_keeps_something_from_its_first_step_simulates_two():
+    def built():
+        with torch.device("meta"):
+            meta = _KeepsACache()
+        return BuiltModel(model=meta, config=None, model_class="_KeepsACache", library="torch")
+
+    plan = InputPlan([TensorSpec("x", (4, 128))], main="x", batch=4)
+    setup = TrainSetup(mode="full", precision="fp32")
+    steady = simulate(built(), plan, setup, steady_only=True)
+    assert not leaves_nothing(steady.lives)
+    # By hand: what the run's only step keeps is the cache, 4096 fp32 = 16,384 bytes.
+    assert sum(x.nbytes for x in steady.lives if x.step == 2 and x.end is None) == 4096 * 4
+    assert first_step_bytes(steady) is None
+    before = memory.first_steps_read_off()
+    read, _ = estimate_with_curve(built(), plan, setup, cut_depth=False, first_read_off=True)
+    assert memory.first_steps_read_off() == before
+    two, _ = estimate_with_curve(built(), plan, setup, cut_depth=False)
+    assert read == two
+
+
+class _UnusedParameter(nn.Module):
+    """A trainable parameter the forward does not use (DINOv2's mask_token without a mask): no gradient
+    reaches it, so AdamW makes no state for it in step 1, while the warm-up does."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(128, 128)
+        self.unused = nn.Parameter(torch.zeros(384))
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def test_a_parameter_without_a_gradient_simulates_two_steps():
+    def built():
+        with torch.device("meta"):
+            meta = _UnusedParameter()
+        return BuiltModel(model=meta, config=None, model_class="_UnusedParameter", library="torch")
+
+    plan = InputPlan([TensorSpec("x", (4, 128))], main="x", batch=4)
+    setup = TrainSetup(mode="full", precision="fp32")
+    steady = simulate(built(), plan, setup, steady_only=True)
+    two = simulate(built(), plan, setup)
+    # By hand: the warm-up's state for the unused parameter, exp_avg and exp_avg_sq of 384 fp32 and a
+    # 0-d fp32 step, 3,076 bytes, that a real step 2 does not hold.
+    assert steady.steady.breakdown["optimizer"] - two.steady.breakdown["optimizer"] == 2 * 384 * 4 + 4
+    assert first_step_bytes(steady) is None
+    before = memory.first_steps_read_off()
+    read, _ = estimate_with_curve(built(), plan, setup, cut_depth=False, first_read_off=True)
+    assert memory.first_steps_read_off() == before
+    assert read == estimate_with_curve(built(), plan, setup, cut_depth=False)[0]
+    assert read.peak_tensor_bytes == two.steady.bytes
+
+
+def test_qlora_with_biased_layers_is_not_read_off():
+    # bitsandbytes' Linear4bit casts its bias to the input's dtype in place on its first forward:
+    # the cast bias is made in the first step and kept.  BERT's linear layers have biases.
+    built = build_from_config(dict(BERT), "bert")
+    plan = plan_inputs(built.model, built.config, InputOptions(seq_len=16, batch=2))
+    setup = TrainSetup(mode="qlora", precision="bf16-mixed")
+    assert first_step_derivable(setup) and not first_step_derivable(setup, built.model)
+    steady = simulate(built, plan, setup, steady_only=True)
+    kept = [x for x in steady.lives if x.step == 2 and x.end is None]
+    assert kept and all(x.phase == "forward" and x.module.endswith("base_layer") for x in kept)
+    assert first_step_bytes(steady) is None
+    before = memory.first_steps_read_off()
+    read, _ = estimate_with_curve(built, plan, setup, first_read_off=True)
+    assert memory.first_steps_read_off() == before
+    fresh = build_from_config(dict(BERT), "bert")
+    assert read == estimate_with_curve(fresh, plan_inputs(fresh.model, fresh.config, InputOptions(seq_len=16, batch=2)), setup)[0]
