@@ -208,61 +208,66 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _error(self, status: int, code: str | None, message: str, send_body: bool, extra: dict | None = None) -> None:
-        headers = {"Content-Type": "application/json", **(extra or {})}
-        if code:
-            headers["X-Error-Code"] = code
-        headers["X-Error-Message"] = message
-        body = ('{"error": "%s"}' % message).encode()
-        self._reply(status, headers, body, send_body)
+        self._reply(status, *self._error_parts(code, message, extra), send_body)
 
     def _serve(self, send_body: bool) -> None:
+        """Log the request, then answer it: a test that has its answer has its log line too."""
         path = urlsplit(self.path).path
         rng = self.headers.get("Range")
         m = RESOLVE.match(path)
         if not m and API.match(path):
             return self._api(API.match(path), send_body)
-        if not m:
-            self.fake_hub.log(Request(self.command, path, rng, 0))
-            return self._error(404, None, "Not Found", send_body)
+        status, headers, body, sent = self._answer(m, rng) if m else (404, *self._error_parts(None, "Not Found"), 0)
+        if not send_body:
+            sent = 0
+        self.fake_hub.log(Request(self.command, path, rng, sent))
+        self._reply(status, headers, body, send_body)
+
+    def _error_parts(self, code: str | None, message: str, extra: dict | None = None) -> tuple[dict[str, str], bytes]:
+        headers = {"Content-Type": "application/json", **(extra or {})}
+        if code:
+            headers["X-Error-Code"] = code
+        headers["X-Error-Message"] = message
+        return headers, ('{"error": "%s"}' % message).encode()
+
+    def _answer(self, m: re.Match, rng: str | None) -> tuple[int, dict[str, str], bytes, int]:
+        """(status, headers, body, file bytes sent) for a resolve URL."""
         repo_id, rev, filename = m["repo"], unquote(m["rev"]), unquote(m["file"])
         repo = self.fake_hub.repos.get(repo_id)
-        sent = 0
-        try:
-            if repo is None:
-                # The real hub answers 401 for unknown repos (it cannot tell them from private ones).
-                return self._error(401, "RepoNotFound", "Repository not found", send_body)
-            if repo.gated and not self.headers.get("authorization"):
-                return self._error(401, "GatedRepo", "Access to this repo is restricted", send_body)
-            sha = repo.refs.get(rev, rev if rev in repo.commits else None)
-            if sha is None:
-                return self._error(404, "RevisionNotFound", "Invalid rev id: " + rev, send_body)
-            files = repo.commits[sha]
-            if filename not in files:
-                return self._error(404, "EntryNotFound", "Entry not found", send_body, {"X-Repo-Commit": sha})
-            content = files[filename]
-            if self.command == "GET" and (repo_id, filename) in self.fake_hub.fail_get:
-                return self._error(self.fake_hub.fail_get[repo_id, filename], None, "Internal Error", send_body)
-            headers = {
-                "X-Repo-Commit": sha,
-                "ETag": '"%s"' % etag_of(filename, content),
-                "Accept-Ranges": "bytes",
-                "Content-Type": "application/octet-stream",
-            }
-            if rng is None or self.command == "HEAD":
-                sent = len(content) if send_body else 0
-                return self._reply(200, headers, content, send_body)
-            r = RANGE.match(rng.strip())
-            if not r or int(r[1]) >= len(content):
-                headers["Content-Range"] = f"bytes */{len(content)}"
-                return self._error(416, None, "Range Not Satisfiable", send_body, headers)
-            start = int(r[1])
-            end = min(int(r[2]) if r[2] else len(content) - 1, len(content) - 1)
-            body = content[start : end + 1]
-            headers["Content-Range"] = f"bytes {start}-{end}/{len(content)}"
-            sent = len(body)
-            return self._reply(206, headers, body, send_body)
-        finally:
-            self.fake_hub.log(Request(self.command, path, rng, sent))
+
+        def error(status: int, code: str | None, message: str, extra: dict | None = None):
+            return (status, *self._error_parts(code, message, extra), 0)
+
+        if repo is None:
+            # The real hub answers 401 for unknown repos (it cannot tell them from private ones).
+            return error(401, "RepoNotFound", "Repository not found")
+        if repo.gated and not self.headers.get("authorization"):
+            return error(401, "GatedRepo", "Access to this repo is restricted")
+        sha = repo.refs.get(rev, rev if rev in repo.commits else None)
+        if sha is None:
+            return error(404, "RevisionNotFound", "Invalid rev id: " + rev)
+        files = repo.commits[sha]
+        if filename not in files:
+            return error(404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": sha})
+        content = files[filename]
+        if self.command == "GET" and (repo_id, filename) in self.fake_hub.fail_get:
+            return error(self.fake_hub.fail_get[repo_id, filename], None, "Internal Error")
+        headers = {
+            "X-Repo-Commit": sha,
+            "ETag": '"%s"' % etag_of(filename, content),
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
+        if rng is None or self.command == "HEAD":
+            return 200, headers, content, len(content)
+        r = RANGE.match(rng.strip())
+        if not r or int(r[1]) >= len(content):
+            headers["Content-Range"] = f"bytes */{len(content)}"
+            return error(416, None, "Range Not Satisfiable", headers)
+        start = int(r[1])
+        end = min(int(r[2]) if r[2] else len(content) - 1, len(content) - 1)
+        headers["Content-Range"] = f"bytes {start}-{end}/{len(content)}"
+        return 206, headers, content[start : end + 1], end + 1 - start
 
 
 def _api_reply(handler: "_Handler", m: re.Match, send_body: bool) -> None:
