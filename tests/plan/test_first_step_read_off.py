@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from neurarch.build import BuiltModel, build_from_config
+from neurarch.build import build_from_config
 from neurarch.inputs import InputOptions, InputPlan, TensorSpec, plan_inputs
 from neurarch.plan import memory
 from neurarch.plan.memory import estimate_with_curve, with_batch
@@ -24,6 +24,7 @@ from neurarch.plan.simulation import first_step_bytes, first_step_derivable, lea
 from neurarch.plan.train import TrainSetup
 from tiny_configs import BERT
 from tiny_configs import LLAMA as TINY_LLAMA
+from tiny_modules import MLP, WideForward, meta_built
 
 LLAMA = dict(TINY_LLAMA, num_hidden_layers=7)  # deep enough to be simulated cut (2 and 3 layers)
 
@@ -92,35 +93,9 @@ def test_other_recipes_simulate_two_steps(setup):
     _same(two, read)
 
 
-class _WideForward(nn.Module):
-    """A step whose first peak is in forward (a 64x wider temporary), where no optimizer state exists yet."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(256, 256)
-
-    def forward(self, x):
-        h = self.lin(x)
-        return h.unsqueeze(-1).expand(*h.shape, 64).contiguous().sum(-1)
-
-
-class _MLP(nn.Module):
-    """Small activations beside the weights: the first step's peak is in AdamW's step."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(256, 512)
-        self.fc2 = nn.Linear(512, 128)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
-
-
-@pytest.mark.parametrize("cls, batch, phase", [(_WideForward, 64, "forward"), (_MLP, 8, "optimizer")], ids=["peak-in-forward", "peak-in-optimizer"])
+@pytest.mark.parametrize("cls, batch, phase", [(WideForward, 64, "forward"), (MLP, 8, "optimizer")], ids=["peak-in-forward", "peak-in-optimizer"])
 def test_the_first_step_read_off_matches_a_real_cpu_step(cls, batch, phase):
-    with torch.device("meta"):
-        meta = cls()
-    built = BuiltModel(model=meta, config=None, model_class=cls.__name__, library="torch")
+    built = meta_built(cls)
     plan = InputPlan([TensorSpec("x", (batch, 256))], main="x", batch=batch)
     setup = TrainSetup(mode="full", precision="fp32", device="cpu")
     two = simulate(built, plan, setup)
@@ -151,22 +126,17 @@ class _KeepsACache(nn.Module):
 
 
 def test_a_model_that_keeps_something_from_its_first_step_simulates_two():
-    def built():
-        with torch.device("meta"):
-            meta = _KeepsACache()
-        return BuiltModel(model=meta, config=None, model_class="_KeepsACache", library="torch")
-
     plan = InputPlan([TensorSpec("x", (4, 128))], main="x", batch=4)
     setup = TrainSetup(mode="full", precision="fp32")
-    steady = simulate(built(), plan, setup, steady_only=True)
+    steady = simulate(meta_built(_KeepsACache), plan, setup, steady_only=True)
     assert not leaves_nothing(steady.lives)
     # By hand: what the run's only step keeps is the cache, 4096 fp32 = 16,384 bytes.
     assert sum(x.nbytes for x in steady.lives if x.step == 2 and x.end is None) == 4096 * 4
     assert first_step_bytes(steady) is None
     before = memory.first_steps_read_off()
-    read, _ = estimate_with_curve(built(), plan, setup, cut_depth=False, first_read_off=True)
+    read, _ = estimate_with_curve(meta_built(_KeepsACache), plan, setup, cut_depth=False, first_read_off=True)
     assert memory.first_steps_read_off() == before
-    two, _ = estimate_with_curve(built(), plan, setup, cut_depth=False)
+    two, _ = estimate_with_curve(meta_built(_KeepsACache), plan, setup, cut_depth=False)
     assert read == two
 
 
@@ -184,23 +154,18 @@ class _UnusedParameter(nn.Module):
 
 
 def test_a_parameter_without_a_gradient_simulates_two_steps():
-    def built():
-        with torch.device("meta"):
-            meta = _UnusedParameter()
-        return BuiltModel(model=meta, config=None, model_class="_UnusedParameter", library="torch")
-
     plan = InputPlan([TensorSpec("x", (4, 128))], main="x", batch=4)
     setup = TrainSetup(mode="full", precision="fp32")
-    steady = simulate(built(), plan, setup, steady_only=True)
-    two = simulate(built(), plan, setup)
+    steady = simulate(meta_built(_UnusedParameter), plan, setup, steady_only=True)
+    two = simulate(meta_built(_UnusedParameter), plan, setup)
     # By hand: the warm-up's state for the unused parameter, exp_avg and exp_avg_sq of 384 fp32 and a
     # 0-d fp32 step, 3,076 bytes, that a real step 2 does not hold.
     assert steady.steady.breakdown["optimizer"] - two.steady.breakdown["optimizer"] == 2 * 384 * 4 + 4
     assert first_step_bytes(steady) is None
     before = memory.first_steps_read_off()
-    read, _ = estimate_with_curve(built(), plan, setup, cut_depth=False, first_read_off=True)
+    read, _ = estimate_with_curve(meta_built(_UnusedParameter), plan, setup, cut_depth=False, first_read_off=True)
     assert memory.first_steps_read_off() == before
-    assert read == estimate_with_curve(built(), plan, setup, cut_depth=False)[0]
+    assert read == estimate_with_curve(meta_built(_UnusedParameter), plan, setup, cut_depth=False)[0]
     assert read.peak_tensor_bytes == two.steady.bytes
 
 

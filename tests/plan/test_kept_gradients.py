@@ -7,9 +7,8 @@ The configs are tiny so the real steps take well under a second.
 
 import pytest
 import torch
-from torch import nn
 
-from neurarch.build import BuiltModel, build_from_config
+from neurarch.build import build_from_config
 from neurarch.errors import InputError
 from neurarch.inputs import InputOptions, InputPlan, TensorSpec, plan_inputs
 from neurarch.options import PlanOptions
@@ -17,27 +16,11 @@ from neurarch.plan.memory import simulate
 from neurarch.plan.real_step import measure_cpu
 from neurarch.plan.train import PlanOptionError, TrainSetup, prepare
 from tiny_configs import LLAMA
-
-
-class _WideForward(nn.Module):
-    """One linear layer whose forward makes a 64x wider temporary and sums it away:
-    the step's peak is inside forward, where (without kept gradients) no gradient exists."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(256, 256)
-
-    def forward(self, x):
-        h = self.lin(x)
-        wide = h.unsqueeze(-1).expand(*h.shape, 64).contiguous()  # 64 x h, freed in forward
-        return wide.sum(-1)
+from tiny_modules import WideForward, meta_built
 
 
 def _wide():
-    with torch.device("meta"):
-        meta = _WideForward()
-    built = BuiltModel(model=meta, config=None, model_class="_WideForward", library="torch")
-    return built, InputPlan([TensorSpec("x", (64, 256))], main="x", batch=64)
+    return meta_built(WideForward), InputPlan([TensorSpec("x", (64, 256))], main="x", batch=64)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
@@ -61,7 +44,7 @@ def test_kept_gradients_match_a_real_cpu_step():
     built, plan = _wide()
     setup = TrainSetup(mode="full", precision="fp32", optimizer="adamw", device="cpu", zero_grad_set_to_none=False)
     sim = simulate(built, plan, setup)
-    meas = measure_cpu(_WideForward, None, plan, setup)
+    meas = measure_cpu(WideForward, None, plan, setup)
     assert abs(sim.steady.bytes - meas.step_peaks[1]) <= 64
 
 

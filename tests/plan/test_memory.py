@@ -22,6 +22,7 @@ from neurarch.plan.memory import estimate, simulate
 from neurarch.plan.real_step import measure_cpu
 from neurarch.plan.train import PlanOptionError, TrainSetup
 from tiny_configs import BERT, LLAMA, MIXTRAL
+from tiny_modules import MLP, meta_built
 
 
 def _built(raw):
@@ -70,25 +71,13 @@ def test_moe_fp32_simulates_and_matches():
     assert _err(sim.peak.bytes, meas.peak_bytes) < 1e-4
 
 
-class _MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(256, 512)
-        self.fc2 = nn.Linear(512, 128)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
-
-
 def test_multi_tensor_adamw_matches_real_step_and_hand_count():
     # device="cuda" semantics: the foreach AdamW torch uses on CUDA, run for real on CPU.
-    with torch.device("meta"):
-        meta = _MLP()
-    built = BuiltModel(model=meta, config=None, model_class="_MLP", library="torch")
+    built = meta_built(MLP)
     plan = InputPlan([TensorSpec("x", (32, 256))], main="x", batch=32)
     setup = TrainSetup(mode="full", precision="fp32", device="cuda")
     sim = simulate(built, plan, setup)
-    meas = measure_cpu(_MLP, None, plan, setup)
+    meas = measure_cpu(MLP, None, plan, setup)
     assert abs(sim.peak.bytes - meas.peak_bytes) <= 64
     # Hand count: parameters 256*512 + 512 + 512*128 + 128 = 197,248 fp32 = 788,992 B.
     params = 256 * 512 + 512 + 512 * 128 + 128
