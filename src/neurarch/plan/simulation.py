@@ -32,7 +32,7 @@ from ..inputs import InputPlan
 from .curve import Curve  # noqa: F401  (the planner's public name)
 from .overhead import cuda_round
 from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, LiveTracker
-from .train import Observer, PlanOptionError, TrainSetup, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
+from .train import Observer, PlanOptionError, TrainSetup, label_specs, make_batch, make_optimizer, prepare, qlora_quantized, quantize_4bit, train, trainable, warm_up
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporary")
 
@@ -137,7 +137,8 @@ class _Watch(Observer):
         self.gaps = gaps
         self.phase_starts: list[tuple[int, int, str]] = []  # (event, step, phase)
         self.values: ValueMode | None = None  # the value-tracking mode, when the step runs under one (see _run)
-        self.no_gradient = False  # a trainable parameter had no gradient after a backward (one the forward did not use)
+        # The trainable parameters without a gradient after the last backward (those the forward did not use).
+        self.without_gradient: list[nn.Parameter] = []
 
     @contextlib.contextmanager
     def phase(self, step: int, name: str):
@@ -154,11 +155,12 @@ class _Watch(Observer):
         self.phase_starts.append((self.tracker.events, step, f"end-{name}"))
 
     def after_backward(self, model: nn.Module) -> None:
+        self.without_gradient = []
         for p in model.parameters():
             if p.grad is not None:
                 self.tracker.mark(p.grad, GRADIENT)
             elif p.requires_grad:
-                self.no_gradient = True
+                self.without_gradient.append(p)
         self.tracker.end_backward()
 
 
@@ -400,6 +402,8 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
                 for t in warm_up(optimizer, trainable(model), setup.zero_grad_set_to_none):
                     tracker.mark(t, OPTIMIZER)
             train(model, batch, optimizer, setup, 1, watch, device_type="cpu", first_step=2)
+            if setup.zero_grad_set_to_none:
+                tracker.forget(_state_of(optimizer, watch.without_gradient))
         else:
             train(model, batch, optimizer, setup, steps, watch, device_type="cpu")
 
@@ -419,12 +423,33 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
     sim.ops = tracker.ops
     last = 2 if steady_only else steps
     sim.forward_end = starts.get((last, "end-forward"))
-    if steady_only and not watch.no_gradient:
-        # (A parameter the forward does not use gets no gradient, and Adam no state for it in
-        # step 1, while the warm-up made one: then the state is not what step 1 leaves.)
+    if steady_only:
         optimizer_at = starts.get((2, "optimizer"), tracker.events)
         sim.first_windows = ((windows[0][0], optimizer_at), (optimizer_at, windows[0][1]))
     return sim
+
+
+def _state_of(optimizer: torch.optim.Optimizer, params: list[nn.Parameter]) -> list[torch.Tensor]:
+    """The warm-up's state for ``params``, trainable parameters the step gave no gradient (a
+    parameter the forward does not use: DINOv2's ``mask_token`` without a mask, the BERT pooler
+    under a sentence embedding).  A real step 1 gives them none: the optimizer skips a parameter
+    without a gradient, in step 1 as in step 2, while the warm-up made state for every trainable
+    parameter.  Only the storages no other parameter's state shares (bitsandbytes' 8-bit state
+    shares its quantization maps).  With the gradients kept between steps (``set_to_none=False``)
+    the warm-up's zeroed gradients hide which parameters got none: not called then."""
+    if not params:
+        return []
+    wanted = {id(p) for p in params}
+    mine: list[torch.Tensor] = []
+    shared: set[int] = set()
+    for p, state in optimizer.state.items():
+        for t in state.values():
+            if isinstance(t, torch.Tensor):
+                if id(p) in wanted:
+                    mine.append(t)
+                else:
+                    shared.add(id(t.untyped_storage()))
+    return [t for t in mine if id(t.untyped_storage()) not in shared]
 
 
 def first_step_derivable(setup: TrainSetup, model: nn.Module | None = None) -> bool:
@@ -437,13 +462,14 @@ def first_step_derivable(setup: TrainSetup, model: nn.Module | None = None) -> b
     ``model`` (the model before the recipe's preparation), where known: also whether its
     step 1 is known to leave something for step 2.  QLoRA: bitsandbytes' ``Linear4bit``
     casts its bias to the input's dtype in place on its first forward (bitsandbytes/nn/modules.py),
-    so a model with biased linear layers keeps the cast biases from step 1; such a run would
-    be found out (:func:`leaves_nothing`) only after it had run, and then two steps simulated
-    all the same."""
+    so a model whose quantized layers (:func:`~.train.qlora_quantized`: its linear layers and
+    GPT-2's ``Conv1D``, but the head) have a bias keeps the cast biases from step 1; such a run
+    would be found out (:func:`leaves_nothing`) only after it had run, and then two steps
+    simulated all the same."""
     if setup.mode == "inference" or setup.optimizer not in ("adamw", "adamw-fused") or not setup.zero_grad_set_to_none:
         return False
     if model is not None and setup.mode == "qlora":
-        return not any(isinstance(m, nn.Linear) and m.bias is not None for m in model.modules())
+        return not any(model.get_submodule(name).bias is not None for name in qlora_quantized(model, setup))
     return True
 
 
@@ -456,10 +482,9 @@ def leaves_nothing(lives: list[Life], step: int = 2) -> bool:
 def first_step_bytes(sim: Simulation) -> int | None:
     """The first step's peak, read off a steady-state run; None where it cannot be.
 
-    The run is step 2 after a warm-up that made only the optimizer state.  Where step 2
-    leaves nothing behind (:func:`leaves_nothing`), every trainable parameter got a
-    gradient in it (else Adam makes no state for that one in step 1, while the warm-up
-    made one: ``first_windows`` is then not set), and the recipe is one whose step 1
+    The run is step 2 after a warm-up that made only the optimizer state (less the state
+    of the parameters step 2 gave no gradient, which no real step makes: :func:`_state_of`).
+    Where step 2 leaves nothing behind (:func:`leaves_nothing`) and the recipe is one whose step 1
     starts as step 2 does but without that state (:func:`first_step_derivable`), a
     two-step run's step 1 makes the same storages at the same ops as step 2:
 
@@ -475,7 +500,7 @@ def first_step_bytes(sim: Simulation) -> int | None:
     started at included), as :func:`_peak_of` reads a step's peak (every event in
     the window)."""
     if sim.first_windows is None or not first_step_derivable(sim.setup) or not leaves_nothing(sim.lives):
-        return None  # (no windows: not a steady-state run, or one with a parameter the step gave no gradient)
+        return None  # (no windows: not a steady-state run)
     (lo, mid), (_, hi) = sim.first_windows
     before = _replay([x for x in sim.lives if x.role != OPTIMIZER], lo, mid)[0]
     during = _replay(sim.lives, mid, hi)[0]

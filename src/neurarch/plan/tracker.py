@@ -212,6 +212,21 @@ class LiveTracker(PlainHandlerMode):
         if entry is not None:
             entry[0].role = role
 
+    def forget(self, tensors: list[torch.Tensor]) -> None:
+        """Drop the lives of the storages under ``tensors``, as if they had never been made
+        (what a steady-state run's warm-up made that a real step would not have)."""
+        gone = set()
+        for t in tensors:
+            key = _storage_id(t)
+            entry = self._by_storage.pop(key, None) if key is not None else None
+            if entry is not None:
+                life = entry[0]
+                gone.add(id(life))
+                if life.end is None:
+                    self.live -= life.nbytes
+        if gone:
+            self.lives = [x for x in self.lives if id(x) not in gone]
+
     # -- bookkeeping -------------------------------------------------------
     def _module(self, peek: bool = False) -> str | None:
         """The module running now; ``peek`` asks without moving the backward

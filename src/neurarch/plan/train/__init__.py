@@ -23,7 +23,7 @@ By job:
   the loss is :func:`neurarch.trace.loss.loss_of`, the one the trace and the cost use.
 """
 
-from .adapters import QLORA_BLOCKSIZE, lora_targets, quantize_4bit
+from .adapters import QLORA_BLOCKSIZE, lora_targets, qlora_quantized, quantize_4bit
 from .batch import label_specs, make_batch
 from .loop import Observer, autocast_for, step_loss, train
 from .model import CHECKPOINT_KWARGS, REENTRANT_KWARGS, cast_model, checkpoint_kwargs, enable_checkpointing, no_random_structure
@@ -47,6 +47,7 @@ __all__ = [
     "enable_checkpointing",
     "label_specs",
     "lora_targets",
+    "qlora_quantized",
     "make_batch",
     "make_optimizer",
     "no_random_structure",

@@ -246,6 +246,20 @@ def _bnb():
     return bnb
 
 
+def qlora_quantized(model: nn.Module, setup: TrainSetup) -> list[str]:
+    """Qualified names of the layers QLoRA stores in 4 bits (bitsandbytes ``Linear4bit``).
+
+    transformers quantizes every linear layer but the head and the modules the
+    class keeps in fp32 (``_keep_in_fp32_modules``, e.g. T5's "wo"), whichever
+    layers LoRA adapts; those stay unquantized and may still get adapters.  Like
+    transformers' ``replace_with_bnb_linear``: plain ``nn.Linear`` and GPT-2's
+    ``Conv1D`` (its weight is [in, out])."""
+    from transformers.pytorch_utils import Conv1D
+
+    keep = _keep_fp32(model)
+    return [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), (nn.Linear, Conv1D)) and not any(k in n.split(".") for k in keep)]
+
+
 def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     """Swap the adapted linear layers for bitsandbytes ``Linear4bit`` (what
     ``from_pretrained(quantization_config=...)`` does), run peft's
@@ -256,14 +270,9 @@ def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     from peft import prepare_model_for_kbit_training
 
     targets = _adapted(model, setup)
-    # transformers quantizes every linear layer but the head and the modules the
-    # class keeps in fp32 (_keep_in_fp32_modules, e.g. T5's "wo"), whichever
-    # layers LoRA adapts; those stay unquantized and may still get adapters.
     from transformers.pytorch_utils import Conv1D
 
-    keep = _keep_fp32(model)
-    # transformers' replace_with_bnb_linear: plain nn.Linear and GPT-2's Conv1D (its weight is [in, out]).
-    quantize = [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), (nn.Linear, Conv1D)) and not any(k in n.split(".") for k in keep)]
+    quantize = qlora_quantized(model, setup)
     if not quantize:
         raise PlanOptionError(f"{type(model).__name__} has no linear layer for QLoRA to quantize")
     cast_model(model, setup.frozen_dtype)
