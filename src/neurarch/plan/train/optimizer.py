@@ -86,9 +86,12 @@ def make_optimizer(params: list[nn.Parameter], setup: TrainSetup) -> torch.optim
         # bitsandbytes' blockwise 8-bit AdamW (state in uint8 + per-block scales;
         # tensors under its min_8bit_size keep fp32 state): its own code decides.
         # Its code books (2 x 256 fp32) are built with .tolist() in __init__: on real tensors.
-        bnb = _bnb()
+        # So is its import: bitsandbytes makes module constants as it is first imported (its
+        # 4-bit code tables, 2 x 16 fp32 on the CPU), which are no step's memory; imported under
+        # a simulation's tracker, they were counted in the first one a process ran (128 bytes).
         from torch.utils._python_dispatch import _disable_current_modes
 
         with _disable_current_modes():
+            bnb = _bnb()
             return bnb.optim.AdamW8bit(params, lr=LR)
     raise PlanOptionError(f"optimizer {setup.optimizer!r} is not supported yet")
