@@ -1,16 +1,16 @@
-"""Which models' QLoRA plans read the input batch's first step off step 2, and which simulate two steps.
+"""Which layers QLoRA quantizes, which of them have a bias, and how a plan reads the input batch's first step.
 
     python benchmarks/qlora_first_step.py                 # every bundled catalog model
     python benchmarks/qlora_first_step.py gpt2 Qwen/Qwen2-0.5B-Instruct
 
 bitsandbytes' ``Linear4bit`` casts its bias in place on its first forward, so
-QLoRA's step 1 leaves the cast biases behind for step 2: on a model with
-biased linear layers, a plan simulates the input batch's two steps instead of
-reading step 1 off step 2 (docs/accuracy.md, "The input batch's first step,
-read off step 2").  This builds each model on the meta device as a plan does
-(the default recipe), counts the layers QLoRA quantizes (every linear layer
-and GPT-2's ``Conv1D`` but the head) and those of them with a bias, and asks
-the planner's own test (``first_step_derivable``) what it will do.  No
+QLoRA's step 1 leaves the cast biases behind for step 2.  A plan's run of step 2
+alone casts them in its own forward; it carries them back to step 1 for step 2's
+figures and reads step 1 off the run as it ran (docs/accuracy.md, "The input
+batch's first step, read off step 2").  This builds each model on the meta device
+as a plan does (the default recipe), counts the layers QLoRA quantizes (every
+linear layer and GPT-2's ``Conv1D`` but the head) and those of them with a bias,
+and asks the planner's own test (``first_step_derivable``) what it will do.  No
 simulation runs; about a second a model.
 """
 
@@ -44,10 +44,12 @@ def main() -> None:
         biased = sum(model_obj.get_submodule(n).bias is not None for n in quantized)
         if not quantized:
             how = "QLoRA does not apply (no linear layer to quantize)"
-        elif first_step_derivable(setup, model_obj):
-            how = "step 1 read off step 2"
-        else:
+        elif not first_step_derivable(setup):
             how, two = "two steps simulated", [*two, model]
+        elif biased:
+            how = "step 1 read off step 2 as it ran; step 2's figures with the cast biases carried back"
+        else:
+            how = "step 1 read off step 2"
         print(f"{model:42} {len(quantized):>9} {biased:>6}  {how}", flush=True)
     print(f"{len(two)} of {len(models)} simulate two steps (built on meta, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
 

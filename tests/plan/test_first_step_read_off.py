@@ -237,20 +237,77 @@ GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64
 
 
 @pytest.mark.parametrize("config, model_type", [(BERT, "bert"), (GPT2, "gpt2")], ids=["bert-linear", "gpt2-conv1d"])
-def test_qlora_with_biased_layers_is_not_read_off(config, model_type):
-    # bitsandbytes' Linear4bit casts its bias to the input's dtype in place on its first forward:
-    # the cast bias is made in the first step and kept.  BERT's linear layers have biases, and so
-    # have GPT-2's Conv1D layers, which QLoRA quantizes as transformers does.
+def test_qlora_carries_the_biases_its_step_casts_back_to_step_1(config, model_type):
+    # bitsandbytes' Linear4bit casts its bias to the dtype it computes in, in place, on its first
+    # forward: a real step 1 makes the cast biases and step 2 finds them.  BERT's linear layers have
+    # biases, and so have GPT-2's Conv1D layers, which QLoRA quantizes as transformers does.  The
+    # steady-state run casts them in its own forward and carries them back to step 1.
     built = build_from_config(dict(config), model_type)
     plan = plan_inputs(built.model, built.config, InputOptions(seq_len=16, batch=2))
     setup = TrainSetup(mode="qlora", precision="bf16-mixed")
-    assert first_step_derivable(setup) and not first_step_derivable(setup, built.model)
     steady = simulate(built, plan, setup, steady_only=True)
-    kept = [x for x in steady.lives if x.step == 2 and x.end is None]
-    assert kept and all(x.phase == "forward" and x.module.endswith("base_layer") for x in kept)
-    assert first_step_bytes(steady) is None
-    before = memory.first_steps_read_off()
-    read, _ = estimate_with_curve(built, plan, setup, first_read_off=True)
-    assert memory.first_steps_read_off() == before
-    fresh = build_from_config(dict(config), model_type)
-    assert read == estimate_with_curve(fresh, plan_inputs(fresh.model, fresh.config, InputOptions(seq_len=16, batch=2)), setup)[0]
+    carried = [x for x in steady.lives if x.step == 1 and x.phase == "forward" and x.end is None]
+    assert carried and all(x.module.endswith("base_layer") for x in carried)
+    assert {id(c.new) for c in steady.carried} == {id(x) for x in carried}
+    assert all(c.old.role == "weights" and c.old.nbytes == 2 * c.new.nbytes for c in steady.carried)  # fp32 -> bf16
+    assert leaves_nothing(steady.lives) and first_step_bytes(steady) is not None
+
+
+def _qlora_figures(config: dict, model_type: str, batch: int, *, steady: bool, cut_depth: bool, carry: bool = True):
+    from neurarch.plan import simulation
+
+    built = build_from_config(dict(config), model_type)  # a model of its own: nothing learnt shared
+    plan = plan_inputs(built.model, built.config, InputOptions(seq_len=16, batch=batch))
+    simulation.CARRY_BACK = carry
+    try:
+        mem, curve = estimate_with_curve(built, plan, TrainSetup(mode="qlora", precision="bf16-mixed"), steady_only=steady, cut_depth=cut_depth)
+    finally:
+        simulation.CARRY_BACK = True
+    return (mem.peak_tensor_bytes, mem.peak_bytes, mem.breakdown, mem.phase), curve
+
+
+BIASED = [(dict(BERT, num_hidden_layers=6), "bert"), (dict(GPT2, n_layer=6), "gpt2")]
+
+
+@pytest.mark.parametrize("cut_depth", [True, False], ids=["cut", "whole"])
+@pytest.mark.parametrize("config, model_type", BIASED, ids=["bert-linear", "gpt2-conv1d"])
+def test_a_qlora_check_is_two_steps_step_2_with_biased_layers(config, model_type, cut_depth):
+    # A card's check runs step 2 alone; its forward casts the biases a real step 1 would have cast.
+    # Carried back, its figures are step 2's of two simulated steps: the peak, the rounded peak, its
+    # breakdown, and every label of the curve the cards are read off.  Before (not carried), the
+    # curve had labels of its own (the casts' allocations), so it did not line up with the input
+    # batch's step 2, and the fp32 biases counted until their cast.
+    two, two_curve = _qlora_figures(config, model_type, 2, steady=False, cut_depth=cut_depth)
+    check, check_curve = _qlora_figures(config, model_type, 2, steady=True, cut_depth=cut_depth)
+    assert check == two
+    assert check_curve.values == two_curve.values and check_curve.exact == two_curve.exact and check_curve.sharded == two_curve.sharded
+    _, old_curve = _qlora_figures(config, model_type, 2, steady=True, cut_depth=cut_depth, carry=False)
+    assert old_curve.values != two_curve.values
+
+
+@pytest.mark.parametrize("config, model_type", BIASED, ids=["bert-linear", "gpt2-conv1d"])
+def test_a_qlora_check_lines_up_with_the_input_batch(config, model_type):
+    # The input batch's two steps (batch 1) and a check at batch 2 make the same labelled ops, so the
+    # cards' batches are read off the lines through them: no third batch simulated.
+    _, one = _qlora_figures(config, model_type, 1, steady=False, cut_depth=True)
+    _, two = _qlora_figures(config, model_type, 2, steady=True, cut_depth=True)
+    assert one.values.keys() == two.values.keys()
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("cut_depth", [True, False], ids=["cut", "whole"])
+@pytest.mark.parametrize("config, model_type", BIASED, ids=["bert-linear", "gpt2-conv1d"])
+def test_qlora_with_biased_layers_reads_the_first_step_off_step_2(config, model_type, cut_depth, batch):
+    # The input batch's first step read off the steady-state run as it ran (the casts where it made
+    # them), its step 2 with the biases carried back: every figure equals two simulated steps'.
+    setup = TrainSetup(mode="qlora", precision="bf16-mixed")
+    out = []
+    for read_off in (False, True):
+        built = build_from_config(dict(config), model_type)
+        plan = plan_inputs(built.model, built.config, InputOptions(seq_len=16, batch=batch))
+        before = memory.first_steps_read_off()
+        mem, curve = estimate_with_curve(built, plan, setup, cut_depth=cut_depth, first_read_off=read_off)
+        out.append((mem, curve, memory.first_steps_read_off() - before))
+    assert out[0][2] == 0 and out[1][2] == 1
+    assert out[0][0].first_step_peak_tensor_bytes is not None
+    _same(out[0], out[1])

@@ -21,7 +21,7 @@ from . import depth
 from .inference import simulate_inference
 from .overhead import cuda_round
 from .simulation import Peak, Simulation, category, first_step_bytes, first_step_derivable, leaves_nothing, live_at, refigured, simulate
-from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life
+from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, uncarried
 from .train import PlanOptionError, TrainSetup
 
 # --------------------------------------------------------------------------
@@ -97,6 +97,9 @@ def simulate_by_depth(
         view = steady_view(whole)
         if view is None:
             raise RuntimeError("a steady-state run has no step 2")
+        if sim.carried:
+            _CARRIES.setdefault(built.model, set()).add(family)
+            view.as_ran = steady_view(dataclasses.replace(whole, lives=uncarried(sim.lives, sim.carried)))
         return view
 
     spans = _SPANS.setdefault(built.model, {}).setdefault(family, {})
@@ -172,9 +175,13 @@ def simulate_by_depth(
     sim.cut = (stacks, ua, ub)
     sim.cut_ops = (ra.all_ops, rb.all_ops)
     if steady and first_step_derivable(setup) and ra.optimizer_at is not None and rb.optimizer_at is not None and leaves_nothing(ra.lives) and leaves_nothing(rb.lives):
-        # The live bytes as the optimizer step starts (step 1's once Adam has made its state), on their line too.
-        at_start = depth.line_int(live_at(ra.lives, ra.optimizer_at), live_at(rb.lives, rb.optimizer_at), ua, ub, n)
-        sim.first_derived = _first_from_points(pts, at_start)
+        first = _first_points(ra, rb, pts, stacks, ua, ub, family in _CARRIES.get(built.model, ()))
+        if first is not None:
+            fa, fb, first_pts = first
+            assert fa.optimizer_at is not None and fb.optimizer_at is not None  # (checked by _first_points)
+            # The live bytes as the optimizer step starts (step 1's once Adam has made its state), on their line too.
+            at_start = depth.line_int(live_at(fa.lives, fa.optimizer_at), live_at(fb.lives, fb.optimizer_at), ua, ub, n)
+            sim.first_derived = _first_from_points(first_pts, at_start)
     if len(stacks) == 1:
         stack = stacks[0]
         what = f"the layer stack {stack.describe()} cut to {stack.depth(ua)} and {stack.depth(ub)} layers, and extrapolated to {stack.length}"
@@ -182,6 +189,22 @@ def simulate_by_depth(
         what = f"the layer stacks {depth.describe(stacks)} each cut to {ua} and {ub} repeats together, and extrapolated to {n}"
     sim.method = f"simulated with {what} (the two runs checked op by op; whole simulations of the catalog models give the same figures, docs/accuracy.md)"
     return sim
+
+
+def _first_points(ra: _Run, rb: _Run, pts: dict, stacks, ua: int, ub: int, carries: bool) -> tuple[_Run, _Run, dict] | None:
+    """The two runs and the extrapolated points the first step is read off: the steady-state
+    runs' own, or where their family carries storages back (QLoRA's biases, cast in step 1),
+    the runs as they ran them (``_Run.as_ran``), which both must have (None otherwise: a run
+    read off its lines has no such view, and then two steps are simulated)."""
+    if not carries:
+        return ra, rb, pts
+    fa, fb = ra.as_ran, rb.as_ran
+    if fa is None or fb is None or fa.optimizer_at is None or fb.optimizer_at is None:
+        return None
+    try:
+        return fa, fb, depth.extrapolate(depth.points(fa.lives, fa.ops, stacks, ua, category, cuda_round), depth.points(fb.lives, fb.ops, stacks, ub, category, cuda_round), ua, ub, stacks)
+    except depth.NotRepeating:
+        return None
 
 
 def _first_from_points(pts: dict, at_start: int) -> int | None:
@@ -222,6 +245,9 @@ class _Run:
     forward_end: int | None
     all_ops: int = -1  # the ops the whole run made (a steady view keeps step 2's): what choosing a cut weighs
     optimizer_at: int | None = None  # a steady-state run's: the event its optimizer step started at
+    # A steady view of a run that carried storages back (QLoRA's biases, Simulation.carried): the same
+    # run's view as it ran them, which its first step is read off.
+    as_ran: "_Run | None" = None
 
     def __post_init__(self) -> None:
         if self.all_ops < 0:
@@ -244,6 +270,8 @@ class _Run:
 MAX_REFS = 3
 _REFS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
 _PREDICTED = [0]  # cut runs read off their curves instead of simulated, in this process
+# model -> the families (_family) whose runs carried storages back to step 1 (Simulation.carried)
+_CARRIES: "weakref.WeakKeyDictionary[nn.Module, set]" = weakref.WeakKeyDictionary()
 # model -> {the runs but their batch: {two (three) reference batches: (lo, hi)}}: the smaller cut simulated
 # at lo and hi lay on its line through the two (its parabola through the three), storage by storage (see _between).
 _SPANS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
@@ -451,7 +479,9 @@ def _steady_sim(sim: Simulation) -> Simulation | None:
     (lo, hi), (rlo, rhi) = sim.windows[0][-1], sim.windows[1][0]
     out = dataclasses.replace(sim, steps=1, peak=sim.steady, step_peaks=[sim.steady], lives=view.lives, ops=view.ops, forward_end=view.forward_end)
     out.windows = (((lo - base, hi - base),), ((rlo - base, rhi - base),))
-    if sim.first_windows is not None:
+    if sim.carried:  # the view keeps step 2 as a real one runs it; step 1 is read off the run itself (simulate_mode)
+        out.carried, out.first_windows = (), None
+    elif sim.first_windows is not None:
         (a, b), (c, d) = sim.first_windows
         out.first_windows = ((a - base, b - base), (c - base, d - base))
     return out
@@ -726,11 +756,13 @@ def simulate_mode(
     book = _WHOLE.setdefault(built.model, {}).setdefault(_family(plan, setup, steps, context_len, steady_only), ({}, {}))
     checks = _family(plan, setup, steps, context_len, True)  # keyed before the run, as in simulate_by_depth
     sim = _whole_between(book, plan.batch)
+    ran = sim
     if sim is None:
         if setup.mode == "inference":
             sim = simulate_inference(built, plan, setup, context_len=context_len, record_ops=True)
         else:
             sim = simulate(built, plan, setup, steps=steps, record_ops=True, steady_only=steady_only)
+        ran = sim
         if steady_only:  # seen from step 2 on, as every steady-state reference (steady_view)
             sim = _steady_sim(sim) or sim
         if not input_batch:
@@ -748,8 +780,8 @@ def simulate_mode(
                     _LEARNT[0] += 1
     else:
         _READ[0] += 1
-    if input_batch:
-        sim.first_derived = first_step_bytes(sim)
+    if input_batch:  # a run that carried storages back: read as it ran (its view keeps step 2 alone)
+        sim.first_derived = first_step_bytes(ran if ran is not None and ran.carried else sim)
     pts = depth.points(sim.lives, _ops(sim), _NO_STACK, 0, category, cuda_round)
     keep = _steady_filter(setup, pts)
     sim.curve = {k: p.rounded for k, p in pts.items() if keep(p.step, p.phase)}

@@ -158,7 +158,7 @@ def _estimate_with_curve(
     grad_checkpointing, lora_rank, lora_targets, lora_dropout = setup.grad_checkpointing, setup.lora_rank, setup.lora_targets, setup.lora_dropout
     adapter_dtype = setup.adapter_dtype
     _SIMULATIONS[0] += 1
-    read_off = first_read_off and not steady_only and steps == 2 and first_step_derivable(setup, built.model)
+    read_off = first_read_off and not steady_only and steps == 2 and first_step_derivable(setup)
     sim = simulate_mode(built, plan, setup, steps=steps, context_len=context_len, cut_depth=cut_depth, steady_only=(steady_only or read_off) and mode != "inference", input_batch=read_off)
     first = sim.first.bytes
     if read_off:

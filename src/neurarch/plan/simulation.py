@@ -31,8 +31,8 @@ from ..fake.views import fast_fake
 from ..inputs import InputPlan
 from .curve import Curve  # noqa: F401  (the planner's public name)
 from .overhead import cuda_round
-from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Life, LiveTracker
-from .train import Observer, PlanOptionError, TrainSetup, label_specs, make_batch, make_optimizer, prepare, qlora_quantized, quantize_4bit, train, trainable, warm_up
+from .tracker import GRADIENT, INPUT, OPTIMIZER, WEIGHTS, Carried, Life, LiveTracker, uncarried
+from .train import Observer, PlanOptionError, TrainSetup, biases_cast_on_first_forward, label_specs, make_batch, make_optimizer, prepare, quantize_4bit, train, trainable, warm_up
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporary")
 
@@ -101,6 +101,9 @@ class Simulation:
     first_windows: tuple[tuple[int, int], tuple[int, int]] | None = field(repr=False, default=None)
     # The first step's peak read off a steady-state run (first_step_bytes, or a cut run's points), when it can be.
     first_derived: int | None = None
+    # What a steady-state run carried back to step 1 (QLoRA's biases cast in its forward: tracker.carry_back);
+    # its lives are step 2's as a real one runs it, tracker.uncarried gives them as the run ran them.
+    carried: tuple[Carried, ...] = ()
 
     @property
     def steady(self) -> Peak:
@@ -254,6 +257,10 @@ def _with_values(built: BuiltModel, run):
     return run(True)
 
 
+# False: a steady-state QLoRA run keeps the biases its step 2 casts where it cast them, as before
+# it carried them back (the A/B of benchmarks/qlora_bias_check.py and the tests).
+CARRY_BACK = True
+
 # False: every op through every mode, the tracker answering nothing itself (the layout the
 # tests compare the direct one with: tests/plan/test_tracker_device.py).
 DIRECT = True
@@ -398,15 +405,21 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
                 tracker.register(t, INPUT)
         optimizer = make_optimizer(trainable(model), setup)
         if steady_only:
+            # QLoRA's biases, which a real step 1 casts and leaves to step 2 (bitsandbytes casts in place).
+            casts = [(life, b) for b in biases_cast_on_first_forward(model) if (life := tracker.life_of(b)) is not None] if setup.mode == "qlora" and CARRY_BACK else []
             with watch.phase(1, "optimizer"):  # step 1's optimizer step alone: it makes the state
                 for t in warm_up(optimizer, trainable(model), setup.zero_grad_set_to_none):
                     tracker.mark(t, OPTIMIZER)
             train(model, batch, optimizer, setup, 1, watch, device_type="cpu", first_step=2)
             if setup.zero_grad_set_to_none:
                 tracker.forget(_state_of(optimizer, watch.without_gradient))
+            # Step 2 as a real one runs it: each bias cast in this run's forward there from the
+            # start (made in step 1), the fp32 one gone before step 2 began.
+            carried.extend(tracker.carry_back(casts, step=1))
         else:
             train(model, batch, optimizer, setup, steps, watch, device_type="cpu")
 
+    carried: list[Carried] = []
     tracker, watch = _run(model, setup, body, plan, record_ops, values)
     lives = tracker.lives
     starts: dict = {}
@@ -423,6 +436,7 @@ def _simulate(built: BuiltModel, plan: InputPlan, setup: TrainSetup, steps: int,
     sim.ops = tracker.ops
     last = 2 if steady_only else steps
     sim.forward_end = starts.get((last, "end-forward"))
+    sim.carried = tuple(carried)
     if steady_only:
         optimizer_at = starts.get((2, "optimizer"), tracker.events)
         sim.first_windows = ((windows[0][0], optimizer_at), (optimizer_at, windows[0][1]))
@@ -452,25 +466,14 @@ def _state_of(optimizer: torch.optim.Optimizer, params: list[nn.Parameter]) -> l
     return [t for t in mine if id(t.untyped_storage()) not in shared]
 
 
-def first_step_derivable(setup: TrainSetup, model: nn.Module | None = None) -> bool:
+def first_step_derivable(setup: TrainSetup) -> bool:
     """Whether a steady-state run (step 2 after the warm-up, ``steady_only``) can give the
     first step's peak too (:func:`first_step_bytes`): training with torch's Adam or AdamW
     (foreach, per-tensor or fused), whose warm-up makes the state exactly as step 1's
     ``optimizer.step()`` makes it (:func:`~.train.warm_up`), with the gradients set to None
-    between steps, so that step 2 starts as step 1 did but for that state.
-
-    ``model`` (the model before the recipe's preparation), where known: also whether its
-    step 1 is known to leave something for step 2.  QLoRA: bitsandbytes' ``Linear4bit``
-    casts its bias to the input's dtype in place on its first forward (bitsandbytes/nn/modules.py),
-    so a model whose quantized layers (:func:`~.train.qlora_quantized`: its linear layers and
-    GPT-2's ``Conv1D``, but the head) have a bias keeps the cast biases from step 1; such a run
-    would be found out (:func:`leaves_nothing`) only after it had run, and then two steps
-    simulated all the same."""
-    if setup.mode == "inference" or setup.optimizer not in ("adamw", "adamw-fused") or not setup.zero_grad_set_to_none:
-        return False
-    if model is not None and setup.mode == "qlora":
-        return not any(model.get_submodule(name).bias is not None for name in qlora_quantized(model, setup))
-    return True
+    between steps, so that step 2 starts as step 1 did but for that state (and for what the
+    run carried back: QLoRA's biases, which step 1 casts where the run cast them)."""
+    return setup.mode != "inference" and setup.optimizer in ("adamw", "adamw-fused") and setup.zero_grad_set_to_none
 
 
 def leaves_nothing(lives: list[Life], step: int = 2) -> bool:
@@ -498,13 +501,19 @@ def first_step_bytes(sim: Simulation) -> int | None:
     So the first step's peak is the larger of step 2's forward-and-backward peak
     without the state and its optimizer step's peak from its start (the event it
     started at included), as :func:`_peak_of` reads a step's peak (every event in
-    the window)."""
+    the window).
+
+    A QLoRA run whose 4-bit layers have a bias casts those biases in its forward, as step 1
+    does (bitsandbytes casts in place, once); the run carries them back to step 1 for its
+    own figures (step 2's, :func:`_simulate`).  Step 1 is read off the run as it ran, casts
+    and all (:func:`~.tracker.uncarried`): its storages are step 1's plus the state."""
     if sim.first_windows is None or not first_step_derivable(sim.setup) or not leaves_nothing(sim.lives):
         return None  # (no windows: not a steady-state run)
+    lives = uncarried(sim.lives, sim.carried)  # QLoRA's biases: step 1 casts them where the run did
     (lo, mid), (_, hi) = sim.first_windows
-    before = _replay([x for x in sim.lives if x.role != OPTIMIZER], lo, mid)[0]
-    during = _replay(sim.lives, mid, hi)[0]
-    return max(before, live_at(sim.lives, mid), during)
+    before = _replay([x for x in lives if x.role != OPTIMIZER], lo, mid)[0]
+    during = _replay(lives, mid, hi)[0]
+    return max(before, live_at(lives, mid), during)
 
 
 def live_at(lives: list[Life], event: int) -> int:

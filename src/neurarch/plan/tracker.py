@@ -68,6 +68,35 @@ class Life:
         return Life(nbytes, self.start, self.end, self.step, self.phase, self.module, self.role, self.survives_forward, self.survives_optimizer, self.weight_copy)
 
 
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """A storage :meth:`LiveTracker.carry_back` moved: ``new`` (now made where ``old`` was) was
+    made at ``start`` in ``step`` of the run, in ``old``'s place."""
+
+    old: Life
+    new: Life
+    start: int
+    step: int
+
+
+def uncarried(lives: list[Life], carried: tuple[Carried, ...] | list[Carried]) -> list[Life]:
+    """The run's lives as it ran them, before :meth:`LiveTracker.carry_back` (new objects where
+    they differ; ``lives`` is left as it is)."""
+    if not carried:
+        return lives
+    back = {id(c.new): c for c in carried}
+    out = []
+    for x in lives:
+        c = back.get(id(x))
+        if c is None:
+            out.append(x)
+        else:
+            y = x.moved(c.start, x.end)
+            y.step = c.step
+            out.append(y)
+    return [*(c.old for c in carried), *out]
+
+
 _TO_COPY = torch.ops.aten._to_copy.default
 
 
@@ -226,6 +255,30 @@ class LiveTracker(PlainHandlerMode):
                     self.live -= life.nbytes
         if gone:
             self.lives = [x for x in self.lives if id(x) not in gone]
+
+    def life_of(self, t: torch.Tensor) -> Life | None:
+        """The life of the storage under ``t`` now, if the run has seen it."""
+        key = _storage_id(t)
+        entry = self._by_storage.get(key) if key is not None else None
+        return None if entry is None else entry[0]
+
+    def carry_back(self, replaced: list[tuple[Life, torch.Tensor]], step: int) -> list[Carried]:
+        """For each ``(old, t)`` where the storage under ``t`` took the place of ``old``'s during
+        the run (a weight cast in place, ``p.data = p.data.to(dtype)``, which frees the old
+        storage): the run as if ``t``'s storage had been there from where ``old`` was made, made
+        in ``step``, and ``old`` never made.  What a steady-state run does with what a real step 1
+        would have left behind.  Returns what moved (:func:`uncarried` undoes it)."""
+        moved: list[Carried] = []
+        for old, t in replaced:
+            new = self.life_of(t)
+            if new is None or new is old or old.end is None:  # not replaced, or the old one still held
+                continue
+            moved.append(Carried(old, new, new.start, new.step))
+            new.start, new.step = old.start, step
+        if moved:
+            gone = {id(c.old) for c in moved}
+            self.lives = [x for x in self.lives if id(x) not in gone]
+        return moved
 
     # -- bookkeeping -------------------------------------------------------
     def _module(self, peek: bool = False) -> str | None:

@@ -23,7 +23,7 @@ By job:
   the loss is :func:`neurarch.trace.loss.loss_of`, the one the trace and the cost use.
 """
 
-from .adapters import QLORA_BLOCKSIZE, lora_targets, qlora_quantized, quantize_4bit
+from .adapters import QLORA_BLOCKSIZE, biases_cast_on_first_forward, lora_targets, qlora_quantized, quantize_4bit
 from .batch import label_specs, make_batch
 from .loop import Observer, autocast_for, step_loss, train
 from .model import CHECKPOINT_KWARGS, REENTRANT_KWARGS, cast_model, checkpoint_kwargs, enable_checkpointing, no_random_structure
@@ -42,6 +42,7 @@ __all__ = [
     "PlanOptionError",
     "TrainSetup",
     "autocast_for",
+    "biases_cast_on_first_forward",
     "cast_model",
     "checkpoint_kwargs",
     "enable_checkpointing",

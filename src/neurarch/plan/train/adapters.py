@@ -260,6 +260,15 @@ def qlora_quantized(model: nn.Module, setup: TrainSetup) -> list[str]:
     return [n for n in lora_targets(model, setup.lora_rank) if isinstance(model.get_submodule(n), (nn.Linear, Conv1D)) and not any(k in n.split(".") for k in keep)]
 
 
+def biases_cast_on_first_forward(model: nn.Module) -> list[torch.Tensor]:
+    """The biases of the 4-bit layers of a model prepared for QLoRA: bitsandbytes'
+    ``Linear4bit.forward`` casts its bias in place to the dtype it computes in
+    (``bias.data = bias.data.to(x.dtype)``, bitsandbytes/nn/modules.py) on the layer's first
+    forward where the two differ, so a real step 1 leaves the cast biases to step 2."""
+    bnb = _bnb()
+    return [m.bias for m in model.modules() if isinstance(m, bnb.nn.Linear4bit) and m.bias is not None]
+
+
 def _inject_qlora(model: nn.Module, setup: TrainSetup) -> nn.Module:
     """Swap the adapted linear layers for bitsandbytes ``Linear4bit`` (what
     ``from_pretrained(quantization_config=...)`` does), run peft's
