@@ -5,6 +5,7 @@
     python benchmarks/snapshot_diff.py 306992e WORKTREE --models gpt2    # the working tree's src/ as the new side
     python benchmarks/snapshot_diff.py 306992e HEAD --save DIR           # keep both sides' JSON in DIR
     python benchmarks/snapshot_diff.py 306992e HEAD --catalog --old-from DIR   # the old side read from an earlier --save
+    python benchmarks/snapshot_diff.py 306992e HEAD --case "gpt2 --optimizer adamw-8bit"   # a recipe of your own (repeatable)
 
 Each side's ``src/`` is exported (``git archive``; ``WORKTREE`` is this checkout's
 ``src/`` as it is on disk) and every case runs as a fresh process with
@@ -24,6 +25,7 @@ import argparse
 import difflib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -95,17 +97,23 @@ def main() -> None:
     ap.add_argument("new", help="a commit, or WORKTREE for this checkout's src/ as it is")
     ap.add_argument("--models", default="", help="comma-separated model ids instead of the defaults (no recipes)")
     ap.add_argument("--catalog", action="store_true", help="every bundled catalog model (no recipes)")
+    ap.add_argument(
+        "--case", action="append", default=[], metavar="'MODEL OPTIONS'", help="a model and the plan's options, as on the command line (repeatable; with --models or --catalog: after them)"
+    )
     ap.add_argument("--save", default="", help="a folder to keep both sides' JSON in")
     ap.add_argument("--old-from", default="", help="a folder an earlier --save of the same cases and old commit wrote: the old side read from it")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="neurarch-snap-trees-") as tmp:
         old, new = export(a.old, Path(tmp) / "old"), export(a.new, Path(tmp) / "new")
+        own = [shlex.split(c) for c in a.case]
+        if any(not c for c in own):
+            ap.error("--case: a model id first, then the options")
         if a.catalog:
-            cases = [[m] for m in catalog_ids(new)]
+            cases = [[m] for m in catalog_ids(new)] + own
         elif a.models:
-            cases = [[m] for m in a.models.split(",") if m]
+            cases = [[m] for m in a.models.split(",") if m] + own
         else:
-            cases = [[m] for m in MODELS] + RECIPES
+            cases = own or [[m] for m in MODELS] + RECIPES
         same = 0
         for i, args in enumerate(cases):
             name = " ".join(args)

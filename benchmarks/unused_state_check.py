@@ -42,24 +42,14 @@ def check(model: str, mode: str, batch: int, seq_len: int | None) -> None:
     two = simulate(p.trained, p.plan, setup)
     real = measure_cpu(real_factory(p.trained, p.source), p.trained.config, p.plan, setup)
 
-    # The parameters a real AdamW step 1 made no state for: one real step on CPU.
-    from neurarch.plan.train import Observer, label_specs, make_batch, train, trainable
-    from neurarch.plan.train import prepare as prepare_recipe
-
-    make = real_factory(p.trained, p.source)
-    torch.manual_seed(0)
-    base = make()
-    labels = label_specs(base, p.trained.config, p.plan)
-    net = prepare_recipe(base, setup)
-    optimizer = make_optimizer(trainable(net), setup)
-    train(net, make_batch(p.plan, labels, setup, real=True), optimizer, setup, 1, Observer())
-    unused = [(n, q) for n, q in net.named_parameters() if q.requires_grad and q not in optimizer.state]
+    # The parameters the real run's AdamW made no state for, and the state a warm-up makes for them.
+    unused = [(n, torch.zeros_like(t, device="cpu")) for n, t in real.without_state.items()]
     state = warm_up(make_optimizer([q for _, q in unused], setup), [q for _, q in unused]) if unused else []
     state_bytes = sum(t.untyped_storage().nbytes() for t in state)
 
     names = ", ".join(n for n, _ in unused[:4]) + (", ..." if len(unused) > 4 else "")
     print(f"\n{model}, {mode}, fp32, input {list(p.plan.main_shape)}")
-    print(f"  parameters a real step 1 gave no state: {len(unused)} ({sum(q.numel() for _, q in unused):,} scalars{': ' + names if names else ''})")
+    print(f"  parameters the real steps gave no state: {len(unused)} ({sum(q.numel() for _, q in unused):,} scalars{': ' + names if names else ''})")
     print(f"  the warm-up's state for them:  {state_bytes:,} B (not counted since 2026-12-07)")
     print("  | step 2's peak | bytes | - real |")
     print("  |---|---:|---:|")

@@ -168,6 +168,7 @@ def test_a_parameter_without_a_gradient_has_no_state_and_is_read_off(batch):
     assert steady.steady.breakdown["optimizer"] == two.steady.breakdown["optimizer"] == _USED_STATE
     assert steady.steady.bytes == two.steady.bytes
     meas = measure_cpu(_UnusedParameter, None, plan, setup)
+    assert list(meas.without_state) == ["unused"] and meas.without_state["unused"].shape == (384,)  # the real AdamW's view
     assert abs(steady.steady.bytes - meas.step_peaks[1]) <= 64
     # And the input batch's first step is read off it, as for any other model.
     assert first_step_bytes(steady) == two.first.bytes

@@ -110,6 +110,9 @@ class Measurement:
     step_peaks: list[int]  # per step
     phase: str | None  # "2:backward": step and phase of the peak
     threads: int
+    # The trainable parameters the optimizer made no state for in the run (their gradient stayed None:
+    # the forward does not use them), by name, each as a meta tensor of its shape and dtype.
+    without_state: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def measure_cpu(
@@ -165,9 +168,13 @@ def measure_cpu(
             for name, (a, b) in trace.ranges.items():
                 if a <= when <= b:
                     phase = name
-        return Measurement(peak, baseline, step_peaks, phase, torch.get_num_threads())
+        return Measurement(peak, baseline, step_peaks, phase, torch.get_num_threads(), _without_state(model, optimizer))
     finally:
         torch.set_num_threads(old_threads)
+
+
+def _without_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+    return {n: torch.empty_like(p, device="meta") for n, p in model.named_parameters() if p.requires_grad and p not in optimizer.state}
 
 
 def measure_cuda(
@@ -220,7 +227,7 @@ def measure_cuda(
     train(model, batch, optimizer, setup, steps, _Reset(), device_type="cuda")
     torch.cuda.synchronize()
     step_peaks.append(torch.cuda.max_memory_allocated(dev))
-    return Measurement(max(step_peaks), baseline, step_peaks, None, torch.get_num_threads())
+    return Measurement(max(step_peaks), baseline, step_peaks, None, torch.get_num_threads(), _without_state(model, optimizer))
 
 
 def real_factory(built, source=None) -> Callable[[], nn.Module]:
