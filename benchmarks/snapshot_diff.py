@@ -6,6 +6,7 @@
     python benchmarks/snapshot_diff.py 306992e HEAD --save DIR           # keep both sides' JSON in DIR
     python benchmarks/snapshot_diff.py 306992e HEAD --catalog --old-from DIR   # the old side read from an earlier --save
     python benchmarks/snapshot_diff.py 306992e HEAD --case "gpt2 --optimizer adamw-8bit"   # a recipe of your own (repeatable)
+    python benchmarks/snapshot_diff.py 306992e HEAD --models t5-small --rel 1e-12   # floats equal within a relative 1e-12
 
 Each side's ``src/`` is exported (``git archive``; ``WORKTREE`` is this checkout's
 ``src/`` as it is on disk) and every case runs as a fresh process with
@@ -16,7 +17,9 @@ running them again: half the time).  The two JSON reports are compared
 after dropping what says how long a run took or which version made it (every
 key named ``seconds`` or ``tool``).  Prints one line per case and the count of
 identical ones; exits 1 when any case differs, and prints the first lines
-that do.
+that do.  With ``--rel``, a case whose reports differ is also compared field by
+field: every number within that relative difference of the old one, and the
+fields that differ otherwise (texts, counts, shapes) named.
 """
 
 from __future__ import annotations
@@ -85,6 +88,35 @@ def saved(folder: str, i: int, name: str) -> tuple[str, str]:
     return (text, "") if text.startswith("{") else ("", text)
 
 
+def _walk(a, b, path: str, out: dict) -> None:
+    """Collect how two reports differ: the largest relative difference of a float and where,
+    and the paths of every other difference."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        for k in a:
+            _walk(a[k], b[k], f"{path}.{k}" if path else k, out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _walk(x, y, f"{path}[{i}]", out)
+    elif isinstance(a, float) and isinstance(b, float):
+        rel = abs(a - b) / max(abs(a), abs(b)) if a != b else 0.0
+        if rel > out["rel"][0]:
+            out["rel"] = (rel, path)
+    elif a != b:
+        out["other"].append(path)
+
+
+def within(j_old: str, j_new: str, tol: float) -> tuple[bool, str]:
+    """Whether two reports are the same but for floats within ``tol`` of each other (relative), and how they differ."""
+    out: dict = {"rel": (0.0, ""), "other": []}
+    _walk(json.loads(j_old), json.loads(j_new), "", out)
+    rel, where = out["rel"]
+    ok = rel <= tol and not out["other"]
+    text = f"numbers within {tol:g} (largest relative difference {rel:.1e}{' at ' + where if where else ''})" if rel <= tol else f"a number off by {rel:.1e} (relative) at {where}"
+    if out["other"]:
+        text += "; other fields differ: " + ", ".join(out["other"][:6]) + (f" and {len(out['other']) - 6} more" if len(out["other"]) > 6 else "")
+    return ok, text
+
+
 def catalog_ids(src: Path) -> list[str]:
     code = "from neurarch.sources.catalog import entries; print('\\n'.join(sorted(entries())))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(src)), check=True)
@@ -101,6 +133,7 @@ def main() -> None:
         "--case", action="append", default=[], metavar="'MODEL OPTIONS'", help="a model and the plan's options, as on the command line (repeatable; with --models or --catalog: after them)"
     )
     ap.add_argument("--save", default="", help="a folder to keep both sides' JSON in")
+    ap.add_argument("--rel", type=float, default=None, help="also compare differing reports field by field: numbers within this relative difference count as the same")
     ap.add_argument("--old-from", default="", help="a folder an earlier --save of the same cases and old commit wrote: the old side read from it")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="neurarch-snap-trees-") as tmp:
@@ -114,7 +147,7 @@ def main() -> None:
             cases = [[m] for m in a.models.split(",") if m] + own
         else:
             cases = own or [[m] for m in MODELS] + RECIPES
-        same = 0
+        same = close = 0
         for i, args in enumerate(cases):
             name = " ".join(args)
             (j_old, e_old), (j_new, e_new) = saved(a.old_from, i, name) if a.old_from else plan_json(old, args), plan_json(new, args)
@@ -131,11 +164,16 @@ def main() -> None:
                 same += 1
                 print(f"{name}: identical", flush=True)
                 continue
+            if a.rel is not None:
+                ok, how = within(j_old, j_new, a.rel)
+                print(f"{name}: {'same within --rel' if ok else 'DIFFERENT'}: {how}", flush=True)
+                close += ok
+                continue
             print(f"{name}: DIFFERENT", flush=True)
             diff = difflib.unified_diff(j_old.splitlines(), j_new.splitlines(), a.old, a.new, lineterm="", n=1)
             for line in list(diff)[:40]:
                 print("    " + line)
-        print(f"\n{same} of {len(cases)} identical ({a.old} against {a.new})")
+        print(f"\n{same} of {len(cases)} identical ({a.old} against {a.new})" + (f"; {close} more the same within --rel {a.rel:g} but for the fields named" if a.rel is not None else ""))
         sys.exit(0 if same == len(cases) else 1)
 
 

@@ -147,3 +147,44 @@ def test_deep_model_counted_cut_equals_counted_whole():
                 continue
             assert t_cut[0] == pytest.approx(t_whole[0], rel=1e-9)
             assert t_cut[1] == pytest.approx(t_whole[1], rel=1e-9)
+
+
+def test_an_encoder_and_its_decoder_are_counted_cut_together():
+    # Both stacks of an encoder-decoder repeat 6 times: the count cuts them together (as the memory
+    # planner does), to 2 and 3 repeats each, and extrapolates; the reference is the model counted whole.
+    from neurarch.build import build_from_config
+    from neurarch.cards import builtin_cards
+    from neurarch.cost.estimate import count_step
+    from neurarch.inputs import plan_inputs
+    from neurarch.trace.run import trace
+
+    cfg = dict(
+        model_type="bart",
+        architectures=["BartForConditionalGeneration"],
+        d_model=32,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        vocab_size=100,
+        max_position_embeddings=64,
+    )
+    built = build_from_config(cfg, "bart")
+    opts = InputOptions(seq_len=16)
+    trace(built.model, plan_inputs(built.model, built.config, opts))  # moves the model to fake tensors
+    cut = count_step(built.model, built.config, opts, "bf16-mixed")
+    whole = count_step(built.model, built.config, opts, "bf16-mixed", cut_depth=False)
+    assert cut.method.startswith("traced with the layer stacks") and " and " in cut.method and whole.method == "traced whole"
+    # Each cut run holds 2 or 3 of the 6 encoder and 6 decoder layers: fewer ops than the whole model's.
+    assert len(cut.ops1) < len(whole.ops1)
+    for b in (1, 7, 64):
+        assert cut.flops(b) == pytest.approx(whole.flops(b), rel=1e-12)
+        for card in builtin_cards():
+            t_cut, t_whole = step_time(cut, b, card, "bf16-mixed", 10**6), step_time(whole, b, card, "bf16-mixed", 10**6)
+            if t_whole is None:
+                assert t_cut is None
+                continue
+            assert t_cut[0] == pytest.approx(t_whole[0], rel=1e-9)
+            assert t_cut[1] == pytest.approx(t_whole[1], rel=1e-9)

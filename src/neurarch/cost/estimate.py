@@ -26,7 +26,7 @@ from torch import nn
 from ..fake.tensors import ValueMode, needs_value
 from ..inputs import InputOptions, InputPlan, plan_inputs
 from ..options import PRECISIONS  # noqa: F401  (re-exported)
-from ..plan.depth import cut, stack_of
+from ..plan.depth import cut, describe, stacks_of
 from ..plan.train import label_specs
 from ..trace.loss import loss_of
 from .counter import OpCounter
@@ -123,12 +123,14 @@ def count_step(model: nn.Module, cfg, opts: InputOptions, precision: str, defaul
 
 
 def _count_step(model: nn.Module, cfg, opts: InputOptions, float_bytes: int, default_shape, cut_depth: bool) -> StepWork:
-    stack = stack_of(model) if cut_depth else None
-    if stack is not None and stack.units > 3:
+    # Every layer list that repeats as many times as the largest (an encoder and its decoder, CLIP's two
+    # towers) is cut together, as the memory planner cuts them: each op's work is affine in that one number.
+    stacks = stacks_of(model) if cut_depth else ()
+    if stacks and stacks[0].units > 3:
         try:
             runs = []
             for units in (2, 3):
-                with cut(model, stack, units):
+                with cut(model, stacks, units):
                     runs.append(_count_at_2_and_3(model, cfg, opts, float_bytes, default_shape))
             (a1, a2), (b1, b2) = runs
             # The 3-repeat run must make every op of the 2-repeat run, and one repeat's more.
@@ -136,13 +138,18 @@ def _count_step(model: nn.Module, cfg, opts: InputOptions, float_bytes: int, def
             extra.subtract(Counter(r.op for r in a1.records))
             if min(extra.values(), default=0) < 0 or sum(extra.values()) <= 0:
                 raise RuntimeError("the cut runs do not line up")
-            n = stack.units
+            n = stacks[0].units
+            if len(stacks) == 1:
+                stack = stacks[0]
+                method = f"traced with the layer stack {stack.describe()} cut to {stack.depth(2)} and {stack.depth(3)} layers, extrapolated to {stack.length}"
+            else:
+                method = f"traced with the layer stacks {describe(stacks)} each cut to 2 and 3 repeats together, extrapolated to {n}"
             return StepWork(
                 a1.records + b1.records,
                 a2.records + b2.records,
                 a1.unknown_matmul_like | b1.unknown_matmul_like,
                 weights=[3.0 - n] * len(a1.records) + [n - 2.0] * len(b1.records),
-                method=f"traced with the layer stack {stack.describe()} cut to {stack.depth(2)} and {stack.depth(3)} layers, extrapolated to {stack.length}",
+                method=method,
             )
         except Exception:  # the cut model does not run: count it whole
             pass
