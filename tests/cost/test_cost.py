@@ -121,23 +121,23 @@ def test_bad_cost_options(capsys, argv, needle):
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_deep_model_counted_cut_equals_counted_whole():
-    # A deep model's step is counted with its layer stack cut to 2 and 3 repeats
-    # and extrapolated; the reference is the same model counted whole.
+def _counted_cut_and_whole(cfg: dict, model_type: str, seq_len: int):
+    """The model's step counted cut (the default) and counted whole, on one traced model."""
     from neurarch.build import build_from_config
-    from neurarch.cards import builtin_cards
     from neurarch.cost.estimate import count_step
     from neurarch.inputs import plan_inputs
     from neurarch.trace.run import trace
 
-    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
-    built = build_from_config(cfg, "llama")
-    opts = InputOptions(seq_len=32)
+    built = build_from_config(cfg, model_type)
+    opts = InputOptions(seq_len=seq_len)
     trace(built.model, plan_inputs(built.model, built.config, opts))  # moves the model to fake tensors
-    cut = count_step(built.model, built.config, opts, "bf16-mixed")
-    whole = count_step(built.model, built.config, opts, "bf16-mixed", cut_depth=False)
-    assert cut.method.startswith("traced with the layer stack") and whole.method == "traced whole"
-    assert len(cut.ops1) < len(whole.ops1)
+    return count_step(built.model, built.config, opts, "bf16-mixed"), count_step(built.model, built.config, opts, "bf16-mixed", cut_depth=False)
+
+
+def _same_work(cut, whole) -> None:
+    """The same FLOPs and every card's step time at small and large batches, cut or whole."""
+    from neurarch.cards import builtin_cards
+
     for b in (1, 7, 64):
         assert cut.flops(b) == pytest.approx(whole.flops(b), rel=1e-12)
         for card in builtin_cards():
@@ -149,15 +149,19 @@ def test_deep_model_counted_cut_equals_counted_whole():
             assert t_cut[1] == pytest.approx(t_whole[1], rel=1e-9)
 
 
+def test_deep_model_counted_cut_equals_counted_whole():
+    # A deep model's step is counted with its layer stack cut to 2 and 3 repeats
+    # and extrapolated; the reference is the same model counted whole.
+    cfg = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+    cut, whole = _counted_cut_and_whole(cfg, "llama", 32)
+    assert cut.method.startswith("traced with the layer stack") and whole.method == "traced whole"
+    assert len(cut.ops1) < len(whole.ops1)
+    _same_work(cut, whole)
+
+
 def test_an_encoder_and_its_decoder_are_counted_cut_together():
     # Both stacks of an encoder-decoder repeat 6 times: the count cuts them together (as the memory
     # planner does), to 2 and 3 repeats each, and extrapolates; the reference is the model counted whole.
-    from neurarch.build import build_from_config
-    from neurarch.cards import builtin_cards
-    from neurarch.cost.estimate import count_step
-    from neurarch.inputs import plan_inputs
-    from neurarch.trace.run import trace
-
     cfg = dict(
         model_type="bart",
         architectures=["BartForConditionalGeneration"],
@@ -171,20 +175,8 @@ def test_an_encoder_and_its_decoder_are_counted_cut_together():
         vocab_size=100,
         max_position_embeddings=64,
     )
-    built = build_from_config(cfg, "bart")
-    opts = InputOptions(seq_len=16)
-    trace(built.model, plan_inputs(built.model, built.config, opts))  # moves the model to fake tensors
-    cut = count_step(built.model, built.config, opts, "bf16-mixed")
-    whole = count_step(built.model, built.config, opts, "bf16-mixed", cut_depth=False)
+    cut, whole = _counted_cut_and_whole(cfg, "bart", 16)
     assert cut.method.startswith("traced with the layer stacks") and " and " in cut.method and whole.method == "traced whole"
     # Each cut run holds 2 or 3 of the 6 encoder and 6 decoder layers: fewer ops than the whole model's.
     assert len(cut.ops1) < len(whole.ops1)
-    for b in (1, 7, 64):
-        assert cut.flops(b) == pytest.approx(whole.flops(b), rel=1e-12)
-        for card in builtin_cards():
-            t_cut, t_whole = step_time(cut, b, card, "bf16-mixed", 10**6), step_time(whole, b, card, "bf16-mixed", 10**6)
-            if t_whole is None:
-                assert t_cut is None
-                continue
-            assert t_cut[0] == pytest.approx(t_whole[0], rel=1e-9)
-            assert t_cut[1] == pytest.approx(t_whole[1], rel=1e-9)
+    _same_work(cut, whole)
